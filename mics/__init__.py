@@ -1,0 +1,12 @@
+"""mics: multiplicative interaction channels between neural populations.
+
+Reduced-rank regression finds the *communication subspace* through which a
+source population predicts a target population. ``mics`` adds a modulator
+(running, arousal, another population) and finds the channels through which
+that modulator gates the interaction.
+"""
+
+from mics.estimators import ReducedRankRegression, ReducedRankRegressionCV
+
+__all__ = ["ReducedRankRegression", "ReducedRankRegressionCV"]
+__version__ = "0.1.0"

@@ -1,0 +1,59 @@
+"""Small linear-algebra helpers shared across the numerical core."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg
+
+__all__ = ["canonical_signs", "solve_psd", "orthonormal_svd"]
+
+
+def canonical_signs(vectors):
+    """Flip each column so that its largest-magnitude entry is positive.
+
+    Parameters
+    ----------
+    vectors : ndarray of shape (n, k)
+
+    Returns
+    -------
+    signs : ndarray of shape (k,)
+        The +1/-1 factors applied (so a caller can move the sign elsewhere).
+    """
+    if vectors.size == 0:
+        return np.ones(vectors.shape[1])
+    idx = np.argmax(np.abs(vectors), axis=0)
+    signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
+    signs[signs == 0] = 1.0
+    return signs
+
+
+def solve_psd(A, B):
+    """Solve ``A X = B`` for symmetric positive (semi)definite ``A``.
+
+    Cholesky when ``A`` is positive definite; otherwise the minimum-norm
+    least-squares solution, so that a singular design (more neurons than
+    samples, duplicated neurons) degrades gracefully instead of failing.
+    """
+    try:
+        c = linalg.cho_factor(A, check_finite=False)
+        return linalg.cho_solve(c, B, check_finite=False)
+    except linalg.LinAlgError:
+        return linalg.lstsq(A, B, check_finite=False, lapack_driver="gelsd")[0]
+
+
+def orthonormal_svd(B, rank):
+    """Rank-``rank`` SVD of ``B`` with canonical signs.
+
+    Returns
+    -------
+    U : ndarray of shape (p, rank)
+    s : ndarray of shape (rank,)
+    V : ndarray of shape (q, rank)
+        ``B ≈ U diag(s) V.T``; the largest-|.| entry of each column of ``U``
+        is positive (the sign moves to ``V``).
+    """
+    U, s, Vt = linalg.svd(B, full_matrices=False, check_finite=False)
+    U, s, V = U[:, :rank], s[:rank], Vt[:rank].T
+    signs = canonical_signs(U)
+    return U * signs, s, V * signs
