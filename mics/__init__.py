@@ -7,6 +7,7 @@ that modulator gates the interaction.
 """
 
 from mics.estimators import ReducedRankRegression, ReducedRankRegressionCV
+from mics.mic_estimator import MICs
 
-__all__ = ["ReducedRankRegression", "ReducedRankRegressionCV"]
+__all__ = ["MICs", "ReducedRankRegression", "ReducedRankRegressionCV"]
 __version__ = "0.1.0"

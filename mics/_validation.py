@@ -34,7 +34,11 @@ def check_population(A, name, *, allow_1d=False, ensure_min_samples=2):
         Whether the input was one-dimensional (predictions are returned in
         the same form).
     """
-    was_1d = allow_1d and np.ndim(A) == 1
+    shape = getattr(A, "shape", None)
+    if shape is None:
+        A = np.asarray(A)
+        shape = A.shape
+    was_1d = allow_1d and len(shape) == 1
     try:
         out = check_array(
             np.reshape(A, (-1, 1)) if was_1d else A,
@@ -60,9 +64,7 @@ def check_same_length(**arrays):
     lengths = {name: a.shape[0] for name, a in arrays.items() if a is not None}
     if len(set(lengths.values())) > 1:
         desc = ", ".join(f"{name} has {n}" for name, n in lengths.items())
-        raise ValueError(
-            f"All inputs must share the time axis (same number of samples): {desc}."
-        )
+        raise ValueError(f"All inputs must share the time axis (same number of samples): {desc}.")
 
 
 def check_rank(rank, n_source, n_target, name="rank"):

@@ -141,7 +141,7 @@ class ReducedRankRegressionCV(_CommunicationSubspaceMixin, BaseEstimator):
 
     Parameters
     ----------
-    ranks : iterable of int, default=range(0, 11)
+    ranks : iterable of int, default=(0, 1, ..., 10)
         Candidate ranks; those above ``min(n_source, n_target)`` are dropped.
     cv : int or cross-validation splitter, default=10
         An int means ``KFold(n_splits=cv, shuffle=False)`` (contiguous blocks).
@@ -159,7 +159,7 @@ class ReducedRankRegressionCV(_CommunicationSubspaceMixin, BaseEstimator):
         Of the refit on all data at ``rank_`` (see :class:`ReducedRankRegression`).
     """
 
-    def __init__(self, ranks=range(0, 11), cv=10, alpha=0.0):
+    def __init__(self, ranks=tuple(range(11)), cv=10, alpha=0.0):
         self.ranks = ranks
         self.cv = cv
         self.alpha = alpha
@@ -206,7 +206,8 @@ def _validate_xy(estimator, X, y):
     """Validate source and target, record ``n_features_in_``, keep 1-D-ness of y."""
     if y is None:
         raise ValueError(
-            f"{type(estimator).__name__} requires y (the target population) to be passed."
+            f"{type(estimator).__name__} requires y to be passed, but the target y is None "
+            "(y is the target population)."
         )
     X = validate_data(estimator, X, reset=True, dtype=np.float64, ensure_min_samples=2)
     Y, y_1d = check_population(y, "target y", allow_1d=True)

@@ -49,6 +49,10 @@ def one_sem_rule(mean_loss, sem_loss):
     """
     mean_loss = np.asarray(mean_loss, dtype=float)
     sem_loss = np.asarray(sem_loss, dtype=float)
-    best = int(np.nanargmin(mean_loss))
-    threshold = mean_loss[best] + sem_loss[best]
-    return int(np.flatnonzero(mean_loss <= threshold)[0])
+    if not np.any(np.isfinite(mean_loss)):
+        # Every candidate failed to predict (e.g. constant held-out targets):
+        # nothing favours complexity, so keep the simplest.
+        return 0
+    best = int(np.nanargmin(np.where(np.isfinite(mean_loss), mean_loss, np.nan)))
+    sem = sem_loss[best] if np.isfinite(sem_loss[best]) else 0.0
+    return int(np.flatnonzero(mean_loss <= mean_loss[best] + sem)[0])

@@ -86,7 +86,10 @@ def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0):
     for train, test in splitter.split(X):
         coefs, intercepts = fit_reduced_rank(X[train], Y[train], ranks, alpha=alpha)
         losses.append(
-            [normalized_squared_error(Y[test], X[test] @ B + b) for B, b in zip(coefs, intercepts)]
+            [
+                normalized_squared_error(Y[test], X[test] @ B + b)
+                for B, b in zip(coefs, intercepts, strict=True)
+            ]
         )
     fold_loss = np.asarray(losses).T
     return summarize_cv(ranks, fold_loss, key="rank")

@@ -1,0 +1,263 @@
+"""NWB optical-physiology files -> xarray.Dataset (through pynwb).
+
+What is read:
+
+- every ``RoiResponseSeries`` of the ophys processing module, inside a
+  ``DfOverF`` or ``Fluorescence`` container. Each series is one population; its
+  neurons get a ``population`` label (the ROI table's name) and an ``area``
+  label (a per-ROI ``area``/``location``/``brain_area`` column of the ROI table
+  if there is one, else the imaging plane's ``location``). Two imaging planes
+  or two ROI tables standing for two areas thus become one ``neuron``
+  dimension that :func:`mics.io.build_inputs` can split by ``area``.
+- behavioural ``TimeSeries`` (running speed, pupil...) from the ``behavior``
+  processing module and from ``acquisition``, each resampled onto the imaging
+  frames with :func:`mics.preprocessing.align_to_frames`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from mics.io._common import check_fs, existing_file, require
+
+__all__ = ["load_nwb"]
+
+_AREA_COLUMNS = ("area", "brain_area", "location")
+
+
+def _series_times(series: Any) -> np.ndarray:
+    """Sample times (s) of an NWB TimeSeries: explicit timestamps or start + k / rate."""
+    n = series.data.shape[0]
+    if series.timestamps is not None:
+        return np.asarray(series.timestamps[:], dtype=float)
+    rate = check_fs(series.rate, f"the rate of NWB series {series.name!r}")
+    start = float(series.starting_time or 0.0)
+    return start + np.arange(n) / rate
+
+
+def _roi_series(nwbfile: Any, module_name: str, kind: str) -> tuple[list, str]:
+    """The RoiResponseSeries to load, and which container they came from."""
+    if module_name not in nwbfile.processing:
+        available = list(nwbfile.processing) or "none"
+        raise ValueError(
+            f"no {module_name!r} processing module in this NWB file (processing modules: "
+            f"{available}); it holds no optical-physiology traces mics can read"
+        )
+    module = nwbfile.processing[module_name]
+    containers: dict[str, list] = {"DfOverF": [], "Fluorescence": []}
+    for interface in module.data_interfaces.values():
+        kind_name = type(interface).__name__
+        if kind_name in containers:
+            containers[kind_name].extend(interface.roi_response_series.values())
+    if kind == "auto":
+        kind = "DfOverF" if containers["DfOverF"] else "Fluorescence"
+    if kind not in containers:
+        raise ValueError(f"kind must be 'auto', 'DfOverF' or 'Fluorescence', got {kind!r}")
+    if not containers[kind]:
+        raise ValueError(
+            f"the {module_name!r} module has no {kind} RoiResponseSeries "
+            f"(interfaces: {list(module.data_interfaces)})"
+        )
+    return containers[kind], kind
+
+
+def _roi_labels(series: Any) -> dict[str, np.ndarray]:
+    """ROI ids and population / area labels for the columns of one series."""
+    region = series.rois
+    table = region.table
+    rows = np.asarray(region.data[:], dtype=int)
+    ids = np.asarray(table.id[:])[rows]
+    population = str(table.name)
+    plane = getattr(table, "imaging_plane", None)
+    area_column = next((c for c in _AREA_COLUMNS if c in (table.colnames or ())), None)
+    if area_column is not None:
+        area = np.asarray(table[area_column][:], dtype=str)[rows]
+    else:
+        location = getattr(plane, "location", None) or population
+        area = np.full(rows.size, str(location))
+    return {
+        "roi_id": ids,
+        "population": np.full(rows.size, population),
+        "area": area,
+        "imaging_plane": np.full(rows.size, str(getattr(plane, "name", ""))),
+    }
+
+
+def _shared_clock(series_list: list) -> np.ndarray:
+    """One frame clock for all series; planes must share it to within half a frame."""
+    clocks = [_series_times(s) for s in series_list]
+    reference = clocks[0]
+    for series, clock in zip(series_list[1:], clocks[1:], strict=True):
+        if clock.size != reference.size:
+            raise ValueError(
+                f"RoiResponseSeries {series.name!r} has {clock.size} frames but "
+                f"{series_list[0].name!r} has {reference.size}; load them one at a time "
+                "(series=...) and align them with mics.preprocessing.align_to_frames"
+            )
+        frame = np.median(np.diff(reference)) if reference.size > 1 else np.inf
+        # Interleaved planes are sampled a fraction of a frame apart: same frames.
+        if np.max(np.abs(clock - reference)) >= frame / 2:
+            raise ValueError(
+                f"RoiResponseSeries {series.name!r} and {series_list[0].name!r} are on "
+                "different clocks (more than half a frame apart)"
+            )
+    return reference
+
+
+def _behaviour_series(nwbfile: Any, names: Any) -> list:
+    """TimeSeries that are behaviour (not imaging) in 'behavior' and acquisition."""
+    pynwb = require("pynwb", "reading NWB files")
+    candidates = []
+    containers = list(nwbfile.acquisition.values())
+    for module_name in ("behavior", "behaviour"):
+        if module_name in nwbfile.processing:
+            containers.extend(nwbfile.processing[module_name].data_interfaces.values())
+    for obj in containers:
+        # BehavioralTimeSeries, PupilTracking, Position... hold their series in a dict.
+        children = [obj] if isinstance(obj, pynwb.TimeSeries) else []
+        for attr in ("time_series", "spatial_series"):
+            children.extend(getattr(obj, attr, {}).values() if hasattr(obj, attr) else [])
+        for ts in children:
+            if isinstance(ts, pynwb.image.ImageSeries | pynwb.ophys.RoiResponseSeries):
+                continue
+            candidates.append(ts)
+    if names is None:
+        return candidates
+    by_name = {ts.name: ts for ts in candidates}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ValueError(
+            f"behaviour series {missing} not found; available: {sorted(by_name) or 'none'}"
+        )
+    return [by_name[n] for n in names]
+
+
+def load_nwb(
+    path: str | Path,
+    *,
+    kind: str = "auto",
+    series: list[str] | None = None,
+    behaviour: list[str] | bool | None = None,
+    module: str = "ophys",
+    max_gap_s: float = 0.5,
+) -> xr.Dataset:
+    """Load calcium traces and behaviour from an NWB file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``.nwb`` file (HDF5 backend).
+    kind : {"auto", "DfOverF", "Fluorescence"}, default="auto"
+        Which ophys container to read; ``"auto"`` prefers ``DfOverF``.
+    series : list of str, optional
+        Names of the RoiResponseSeries to load (default: all of ``kind``).
+    behaviour : list of str, bool or None, default=None
+        Behavioural TimeSeries to load, by name. None or True loads every
+        TimeSeries found in the ``behavior`` module and ``acquisition``;
+        False or [] loads none.
+    module : str, default="ophys"
+        Name of the processing module holding the traces.
+    max_gap_s : float, default=0.5
+        Passed to :func:`mics.preprocessing.align_to_frames` for the behaviour.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``activity`` (``time``, ``neuron``) in the file's units; one variable
+        per behavioural series on the imaging clock (dims ``time``, or
+        ``time`` and ``<name>_component`` for multi-column series).
+        Coordinates: ``time`` (s, on the file's clock), ``neuron``
+        (``"<roi table>/<roi id>"``, unique across tables), ``roi_id``,
+        ``population``, ``area``, ``imaging_plane``. Attributes: ``fs``
+        (Hz), ``kind``, ``source``, ``loader``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        If the file is not readable NWB, has no ophys traces, the series are
+        on different clocks, or a behaviour clock misses the imaging clock.
+    """
+    from mics.preprocessing import align_to_frames
+
+    pynwb = require("pynwb", "reading NWB files")
+    path = existing_file(path, "NWB file")
+    try:
+        io = pynwb.NWBHDF5IO(str(path), mode="r")
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} could not be opened as an NWB (HDF5) file: {err}") from None
+    with io:
+        try:
+            nwbfile = io.read()
+        except Exception as err:  # hdmf raises many types for malformed files
+            raise ValueError(f"{path} is not a readable NWB file: {err}") from None
+        roi_series, kind = _roi_series(nwbfile, module, kind)
+        if series is not None:
+            by_name = {s.name: s for s in roi_series}
+            missing = [n for n in series if n not in by_name]
+            if missing:
+                raise ValueError(
+                    f"RoiResponseSeries {missing} not found; available: {list(by_name)}"
+                )
+            roi_series = [by_name[n] for n in series]
+        time = _shared_clock(roi_series)
+        blocks, labels = [], []
+        for s in roi_series:
+            data = np.asarray(s.data[:], dtype=float)
+            data = data.reshape(data.shape[0], -1)
+            block_labels = _roi_labels(s)
+            if data.shape[1] != block_labels["roi_id"].size:
+                raise ValueError(
+                    f"{s.name!r} has {data.shape[1]} columns but references "
+                    f"{block_labels['roi_id'].size} ROIs"
+                )
+            blocks.append(data)
+            labels.append(block_labels)
+        merged = {key: np.concatenate([lab[key] for lab in labels]) for key in labels[0]}
+        neuron = np.array(
+            [f"{p}/{i}" for p, i in zip(merged["population"], merged["roi_id"], strict=True)]
+        )
+        units = {str(getattr(s, "unit", "")) for s in roi_series}
+        fs = 1.0 / float(np.median(np.diff(time))) if time.size > 1 else float("nan")
+        ds = xr.Dataset(
+            {
+                "activity": (
+                    ("time", "neuron"),
+                    np.concatenate(blocks, axis=1),
+                    {"units": ", ".join(sorted(units))},
+                )
+            },
+            coords={
+                "time": ("time", time, {"units": "s"}),
+                "neuron": ("neuron", neuron),
+                **{key: ("neuron", values) for key, values in merged.items()},
+            },
+            attrs={
+                "fs": fs,
+                "kind": kind,
+                "source": str(path.resolve()),
+                "loader": "mics.io.load_nwb",
+            },
+        )
+
+        if behaviour is False:
+            wanted: list = []
+        else:
+            wanted = _behaviour_series(nwbfile, None if behaviour in (None, True) else behaviour)
+        for ts in wanted:
+            values = np.asarray(ts.data[:], dtype=float)
+            dims = ("time",) if values.ndim == 1 else ("time", f"{ts.name}_component")
+            raw = xr.DataArray(
+                values,
+                dims=dims,
+                coords={"time": _series_times(ts)},
+                name=ts.name,
+                attrs={"units": str(ts.unit), "description": str(ts.description or "")},
+            )
+            ds[ts.name] = align_to_frames(raw, time, max_gap_s=max_gap_s)
+    return ds

@@ -1,0 +1,398 @@
+"""The ``MICs`` estimator: a thin scikit-learn class over the functional core."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from mics._validation import check_modulator, check_population, check_rank
+from mics.estimators import (
+    ReducedRankRegression,
+    ReducedRankRegressionCV,
+    _check_alpha,
+    _CommunicationSubspaceMixin,
+    _validate_xy,
+)
+from mics.modulation import DataOperator, MomentOperator, fit_mic_model
+from mics.moments import compute_moments, moment_nbytes
+from mics.scoring import normalized_squared_error
+
+__all__ = ["MICs"]
+
+
+class MICs(_CommunicationSubspaceMixin, BaseEstimator):
+    """Multiplicative interaction channels: a modulator gating a communication subspace.
+
+    The model (see ``docs/model.md``)::
+
+        y = mu + B^T x + D^T z + sum_k lambda_k (c_k . z)(a_k . x) b_k + noise
+
+    ``B`` (rank ``r``) is the baseline communication subspace, ``D`` the
+    additive effect of the modulator on the target, and each channel
+    ``(a_k, b_k, c_k)`` is a source pattern whose influence on a target
+    pattern is gated by a modulator pattern. Source, modulator and target
+    are centred with training means, so ``B`` is the modulator-averaged
+    interaction.
+
+    Parameters
+    ----------
+    rank : int or None, default=None
+        Baseline rank ``r``; None selects it by blocked cross-validation.
+    n_channels : int or None, default=None
+        Number of channels ``K``; None selects it (0 means no modulation found).
+    alpha : float, default=1e-3
+        Ridge penalty, relative to the data: the baseline penalty is ``alpha``
+        times the mean source variance times the number of samples, and each
+        channel factor's penalty is ``alpha`` times the mean diagonal of the
+        interaction scatter.
+    n_init : int, default=3
+        Random restarts in addition to the deterministic HOSVD start.
+    max_iter : int, default=200
+        Maximum alternating sweeps per stage.
+    tol : float, default=1e-7
+        Relative loss decrease that ends a stage.
+    cv : int or splitter, default=10
+        Folds for selection; an int means contiguous blocks.
+    max_rank : int, default=10
+        Largest baseline rank tried when ``rank`` is None.
+    max_channels : int, default=4
+        Largest number of channels tried when ``n_channels`` is None.
+    gap : int, default=0
+        Samples left out between training and test blocks during selection.
+    solver : {"auto", "moments", "data"}, default="auto"
+        "moments" fits from sufficient statistics (cost independent of the
+        number of samples); "data" works on the data directly and is chosen
+        by "auto" when the ``((p+1)(m+1))^2`` moments exceed ``memory_limit``.
+    memory_limit : float, default=2e9
+        Bytes the interaction moments may take before "auto" switches to "data".
+    n_jobs : int or None, default=None
+        Parallel jobs for selection (joblib; works under a Dask backend).
+    verbose : int, default=1
+        0 silences progress bars.
+    random_state : int, RandomState or None, default=None
+        Seeds the random restarts; fixes every fit.
+
+    Attributes
+    ----------
+    rank_ : int
+    n_channels_ : int
+    coef_ : ndarray of shape (n_target, n_source)
+        Baseline communication matrix ``B^T``.
+    intercept_ : ndarray of shape (n_target,)
+    modulator_coef_ : ndarray of shape (n_target, n_modulators)
+        Additive modulator effect ``D^T``.
+    source_subspace_ : ndarray of shape (n_source, rank_)
+    target_subspace_ : ndarray of shape (n_target, rank_)
+    channel_weights_ : ndarray of shape (n_channels_,)
+        ``lambda_k``, positive, descending.
+    source_patterns_ : ndarray of shape (n_source, n_channels_)
+    target_patterns_ : ndarray of shape (n_target, n_channels_)
+    modulator_patterns_ : ndarray of shape (n_modulators, n_channels_)
+        Unit-norm columns; the largest-|.| entries of source and target
+        patterns are positive (the channel's sign lives in the modulator pattern).
+    source_mean_, modulator_mean_ : ndarray
+        Training means used for centring.
+    source_covariance_ : ndarray of shape (n_source, n_source)
+    loss_history_ : ndarray
+        Penalised loss after each sweep; never increases.
+    n_iter_ : int
+    converged_ : bool
+    solver_ : str
+        "moments" or "data".
+    cv_results_ : dict
+        When selection ran: per-candidate fold losses (NSE) for the rank and
+        channel stages.
+    """
+
+    def __init__(
+        self,
+        rank=None,
+        n_channels=None,
+        *,
+        alpha=1e-3,
+        n_init=3,
+        max_iter=200,
+        tol=1e-7,
+        cv=10,
+        max_rank=10,
+        max_channels=4,
+        gap=0,
+        solver="auto",
+        memory_limit=2e9,
+        n_jobs=None,
+        verbose=1,
+        random_state=None,
+    ):
+        self.rank = rank
+        self.n_channels = n_channels
+        self.alpha = alpha
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.cv = cv
+        self.max_rank = max_rank
+        self.max_channels = max_channels
+        self.gap = gap
+        self.solver = solver
+        self.memory_limit = memory_limit
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, Z=None):
+        """Fit the baseline, the additive modulator effect and the channels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_source)
+            Source population activity.
+        y : array-like of shape (n_samples, n_target) or (n_samples,)
+            Target population activity.
+        Z : array-like of shape (n_samples, n_modulators) or (n_samples,), optional
+            Modulator (running speed, pupil, another population). Without it
+            the model is a reduced-rank regression.
+
+        Returns
+        -------
+        self
+        """
+        _check_alpha(self.alpha)
+        if Z is None:
+            return self._fit_without_modulator(X, y)
+        X, Y, y_1d = _validate_xy(self, X, y)
+        Z = check_modulator(Z, X.shape[0])
+        if Z.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"modulator Z has {Z.shape[0]} samples but source X has {X.shape[0]}: "
+                "all inputs must share the time axis."
+            )
+        self._check_params(X.shape[1], Y.shape[1], Z.shape[1])
+        rng = check_random_state(self.random_state)
+        self.solver_ = self._choose_solver(X.shape[1], Z.shape[1], Y.shape[1])
+
+        if self.rank is None or self.n_channels is None:
+            from mics.selection import select_mic_model
+
+            rank, n_channels, self.cv_results_ = select_mic_model(self, X, Y, Z, rng)
+        else:
+            rank, n_channels = int(self.rank), int(self.n_channels)
+
+        raw = compute_moments(X, Y, Z, interaction=self.solver_ == "moments")
+        cm = raw.centered()
+        op = MomentOperator(cm) if self.solver_ == "moments" else DataOperator(cm, X, Y, Z)
+        result = fit_mic_model(
+            op,
+            rank,
+            n_channels,
+            **self._penalties(op),
+            n_init=self.n_init,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            random_state=rng.randint(np.iinfo(np.int32).max),
+        )
+        self._store(result, cm, rank)
+        self._finish(y_1d)
+        return self
+
+    def _penalties(self, op):
+        return {
+            "alpha_B": self.alpha * np.trace(op.Sxx) / op.p,
+            "alpha_W": self.alpha * op.interaction_scale,
+        }
+
+    def _fit_without_modulator(self, X, y):
+        """Without a modulator the model is a reduced-rank regression."""
+        X, Y, y_1d = _validate_xy(self, X, y)
+        p, q = X.shape[1], Y.shape[1]
+        if self.rank is None:
+            inner = ReducedRankRegressionCV(ranks=range(self.max_rank + 1), cv=self.cv)
+            inner.fit(X, Y)
+            self.cv_results_ = inner.cv_results_
+            rank = inner.rank_
+        else:
+            rank = check_rank(self.rank, p, q)
+            inner = ReducedRankRegression(rank=rank).fit(X, Y)
+        self.rank_ = int(rank)
+        self.n_channels_ = 0
+        self.solver_ = "moments"
+        self.source_mean_ = X.mean(axis=0)
+        self.modulator_mean_ = np.zeros(0)
+        self.source_covariance_ = np.atleast_2d(np.cov(X, rowvar=False))
+        self._set_baseline(inner.coef_.T, inner.intercept_, self.rank_)
+        self.modulator_coef_ = np.zeros((q, 0))
+        self._set_channels(np.zeros(0), np.zeros((p, 0)), np.zeros((q, 0)), np.zeros((0, 0)))
+        self.loss_history_ = np.array([])
+        # closed form: one "iteration" (scikit-learn expects n_iter_ >= 1)
+        self.n_iter_ = 1
+        self.converged_ = True
+        return self._finish(y_1d)
+
+    def _set_channels(self, w, A, Bm, C):
+        self.channel_weights_ = w
+        self.source_patterns_ = A
+        self.target_patterns_ = Bm
+        self.modulator_patterns_ = C
+
+    def _store(self, result, cm, rank):
+        self.rank_ = int(rank)
+        self.n_channels_ = int(result.weights.size)
+        self.source_mean_ = cm.x_mean
+        self.modulator_mean_ = cm.z_mean
+        self.source_covariance_ = cm.Sxx / max(cm.n - 1, 1)
+        B, D = result.coef, result.modulator_coef
+        W_mean = np.einsum(
+            "k,ik,ia,ak->k",
+            result.weights,
+            result.source_patterns,
+            cm.phi_mean,
+            result.modulator_patterns,
+        )
+        intercept = cm.y_mean - cm.x_mean @ B - cm.z_mean @ D - result.target_patterns @ W_mean
+        self._set_baseline(B, intercept, self.rank_)
+        self.modulator_coef_ = D.T
+        self._set_channels(
+            result.weights,
+            result.source_patterns,
+            result.target_patterns,
+            result.modulator_patterns,
+        )
+        self.loss_history_ = result.loss_history
+        self.baseline_loss_ = result.baseline_loss
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+
+    def _check_params(self, p, q, m):
+        if self.rank is not None:
+            check_rank(self.rank, p, q)
+        if self.n_channels is not None:
+            K = self.n_channels
+            if not isinstance(K, numbers.Integral) or isinstance(K, bool) or K < 0:
+                raise ValueError(f"n_channels must be a non-negative integer, got {K!r}.")
+            limit = min(p * q, p * m, q * m)
+            if limit < K:
+                raise ValueError(
+                    f"n_channels={K} cannot be identified: a (source x target x modulator) "
+                    f"= ({p} x {q} x {m}) tensor has CP rank at most "
+                    f"min(p*q, p*m, q*m) = {limit}."
+                )
+            if m == 1 and K > 1:
+                warnings.warn(
+                    f"With a single modulator, {K} channels share one gate: they span a "
+                    "subspace but individual channels are defined only up to rotation.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+        for name in ("n_init", "max_iter"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Integral) or v < (0 if name == "n_init" else 1):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+        if self.solver not in ("auto", "moments", "data"):
+            raise ValueError(f"solver must be 'auto', 'moments' or 'data', got {self.solver!r}.")
+
+    def _choose_solver(self, p, m, q):
+        if self.solver != "auto":
+            return self.solver
+        # The moments exist twice at peak (raw and centred copies).
+        return "moments" if 2 * moment_nbytes(p, m, q) <= self.memory_limit else "data"
+
+    # -------------------------------------------------------------- predict
+    def _modulation_term(self, X, Z):
+        Zv, _ = check_population(Z, "modulator Z", allow_1d=True, ensure_min_samples=1)
+        if Zv.shape[1] != self.modulator_mean_.shape[0]:
+            raise ValueError(
+                f"modulator Z has {Zv.shape[1]} columns; the model was fitted with "
+                f"{self.modulator_mean_.shape[0]}."
+            )
+        if Zv.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"modulator Z has {Zv.shape[0]} samples but source X has {X.shape[0]}."
+            )
+        gates = (Zv - self.modulator_mean_) @ self.modulator_patterns_
+        drive = (X - self.source_mean_) @ self.source_patterns_
+        return Zv @ self.modulator_coef_.T + (gates * drive * self.channel_weights_) @ (
+            self.target_patterns_.T
+        )
+
+    def predict(self, X, Z=None):
+        """Predict target activity.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_source)
+        Z : array-like of shape (n_samples, n_modulators) or (n_samples,)
+            Required when the model was fitted with a modulator.
+
+        Returns
+        -------
+        Y_pred : ndarray of shape (n_samples, n_target), or (n_samples,)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        Y = X @ np.atleast_2d(self.coef_).T + self.intercept_
+        if self.modulator_mean_.size:
+            if Z is None:
+                raise ValueError("this model was fitted with a modulator: pass Z to predict.")
+            Y = Y + self._modulation_term(X, Z)
+        return Y[:, 0] if self._y_1d else Y
+
+    def score(self, X, y, Z=None, sample_weight=None):
+        """1 - NSE pooled over target neurons (test-set means, Semedo et al. 2019)."""
+        if sample_weight is not None:
+            raise NotImplementedError("sample_weight is not supported.")
+        return 1.0 - normalized_squared_error(np.asarray(y, dtype=float), self.predict(X, Z))
+
+    # ----------------------------------------------------------- readouts
+    def communication_matrix(self, z):
+        """Effective communication matrix ``B(z)`` at one modulator state.
+
+        Parameters
+        ----------
+        z : array-like of shape (n_modulators,)
+            Modulator values in the units of the training data.
+
+        Returns
+        -------
+        B_z : ndarray of shape (n_source, n_target)
+            ``B + sum_k lambda_k (c_k . (z - z_mean)) a_k b_k^T``; its average
+            over the training states is the baseline ``B``.
+        """
+        check_is_fitted(self)
+        z = np.atleast_1d(np.asarray(z, dtype=float))
+        if z.shape != self.modulator_mean_.shape:
+            raise ValueError(
+                f"z must have shape {self.modulator_mean_.shape} (one value per modulator), "
+                f"got {z.shape}."
+            )
+        gates = (z - self.modulator_mean_) @ self.modulator_patterns_ * self.channel_weights_
+        B = np.atleast_2d(self.coef_).T
+        return B + (self.source_patterns_ * gates) @ self.target_patterns_.T
+
+    def modulation_tensor(self):
+        """The modulation tensor ``W = sum_k lambda_k a_k o b_k o c_k``, shape (p, q, m)."""
+        check_is_fitted(self)
+        return np.einsum(
+            "k,ik,jk,ak->ija",
+            self.channel_weights_,
+            self.source_patterns_,
+            self.target_patterns_,
+            self.modulator_patterns_,
+        )
+
+    def decompose(self, metric="euclidean"):
+        """Split each channel (and the whole modulation) into the four kinds.
+
+        Returns an ``xarray.Dataset`` with per-channel fractions ``reshape``,
+        ``private_source``, ``private_target`` and ``new`` (they sum to one)
+        and the whole-tensor energy fractions ``total_*``. See
+        :func:`mics.decomposition.decompose_channels`.
+        """
+        check_is_fitted(self)
+        from mics.decomposition import decompose
+
+        return decompose(self, metric=metric)
