@@ -270,13 +270,14 @@ def _als_sweeps(op, Bm, C, alpha_W, base_penalty, max_iter, tol):
         g = op.rhs_target(A, C)
         Hr = H_int + alpha_W * np.eye(H_int.shape[0])
         Bm = linalg.solve(Hr, g.T, assume_a="pos").T
-        # squared error at the optimum of the target block (invariant to rebalancing)
-        fit_term = op.rr - float(np.sum(g * Bm))
+        # At the target block's optimum, rr - <g, Bm> is the squared error plus
+        # alpha ||Bm||^2; the squared error alone is invariant to rebalancing.
+        sq_err = op.rr - float(np.sum(g * Bm)) - alpha_W * float(np.sum(Bm**2))
         sa, sb, sc = _balance(A, Bm, C)
         A, Bm, C = A * sa, Bm * sb, C * sc
         s = sa * sc
         H_int = H_int * np.outer(s, s)
-        loss = fit_term + alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2)) + base_penalty
+        loss = sq_err + alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2)) + base_penalty
         history.append(loss)
         state = _ALSState(A, Bm, C, H_int, loss)
         if len(history) > 1 and history[-2] - loss <= tol * abs(history[-2]):
@@ -452,9 +453,9 @@ def fit_mic_model(
     joint_converged = False
     for _ in range(max_iter):
         prev = history[-1]
-        B, D, base_loss = fit_baseline(op, rank, alpha_B, (A, Bm, C), H_int)
+        B, D, joint_loss = fit_baseline(op, rank, alpha_B, (A, Bm, C), H_int)
         chan_penalty = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
-        history.append(base_loss + chan_penalty)
+        history.append(joint_loss + chan_penalty)
         op.set_baseline(B, D)
         state, _ = _als_sweeps(op, Bm, C, alpha_W, alpha_B * np.sum(B**2), 1, tol)
         A, Bm, C, H_int = state.A, state.Bm, state.C, state.H_int

@@ -1,0 +1,79 @@
+"""Each numba kernel against its pure-NumPy twin on random inputs."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mics import _kernels
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+def test_khatri_rao_rows_matches_numpy(rng):
+    X, Z = rng.standard_normal((13, 5)), rng.standard_normal((13, 3))
+    xs, zs = rng.standard_normal(5), rng.standard_normal(3)
+    out = np.empty((13, 6 * 4))
+    _kernels.khatri_rao_rows(X, Z, xs, zs, out)
+    xt = np.column_stack([np.ones(13), X - xs])
+    zt = np.column_stack([np.ones(13), Z - zs])
+    twin = np.stack([np.kron(xt[t], zt[t]) for t in range(13)])
+    np.testing.assert_allclose(out, twin, rtol=1e-14, atol=1e-14)
+
+
+def _symmetric_moment(rng, p, m):
+    F = rng.standard_normal((50, p * m))
+    return (F.T @ F).reshape(p, m, p, m)
+
+
+@pytest.mark.parametrize("p,m,K", [(6, 3, 2), (4, 1, 1), (5, 4, 3)])
+def test_contract_modulator_modes_matches_einsum(rng, p, m, K):
+    M = _symmetric_moment(rng, p, m)
+    C = rng.standard_normal((m, K))
+    twin = np.einsum("ak,bl,iajb->klij", C, C, M)
+    np.testing.assert_allclose(_kernels.contract_modulator_modes(M, C), twin, rtol=1e-12)
+
+
+@pytest.mark.parametrize("p,m,K", [(6, 3, 2), (4, 1, 1), (5, 4, 3)])
+def test_contract_source_modes_matches_einsum(rng, p, m, K):
+    M = _symmetric_moment(rng, p, m)
+    A = rng.standard_normal((p, K))
+    twin = np.einsum("ik,jl,iajb->klab", A, A, M)
+    np.testing.assert_allclose(_kernels.contract_source_modes(M, A), twin, rtol=1e-12)
+
+
+def test_import_works_from_a_read_only_install(tmp_path):
+    # A read-only package directory and no writable home: numba has no cache
+    # locator; importing the kernels must still work (falling back to no cache).
+    pkg = tmp_path / "ro"
+    pkg.mkdir()
+    src = Path(_kernels.__file__).read_text()
+    (pkg / "ro_kernels.py").write_text(src)
+    os.chmod(pkg / "ro_kernels.py", 0o444)
+    os.chmod(pkg, 0o555)
+    code = textwrap.dedent(
+        """
+        import numpy as np, ro_kernels
+        M = np.ones((2, 1, 2, 1)); C = np.ones((1, 1))
+        print(ro_kernels.contract_modulator_modes(M, C).sum())
+        """
+    )
+    # /dev/null/x can never be created, even by root (CI runs as root, for whom
+    # chmod alone does not stop writes).
+    env = dict(os.environ, PYTHONPATH=str(pkg), HOME=str(pkg), NUMBA_CACHE_DIR="/dev/null/x")
+    env.pop("XDG_CACHE_HOME", None)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        os.chmod(pkg, 0o755)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip()) == 4.0

@@ -1,0 +1,202 @@
+"""The MIC estimator: recovery of a known truth, invariants, exactness of the blocks."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+from mics import MICs
+from mics.modulation import DataOperator, MomentOperator, fit_baseline, fit_mic_model
+from mics.moments import compute_moments
+
+from ._generate import factor_match, make_mic_data, tensor_error
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_mic_data()
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    X, Y, Z, _ = data
+    return MICs(rank=3, n_channels=2, random_state=0).fit(X, Y, Z)
+
+
+def test_recovers_channels_and_tensor(data, fitted):
+    *_, truth = data
+    scores = factor_match(truth, fitted)
+    assert scores.min() >= 0.97, scores
+    assert tensor_error(truth, fitted) <= 0.25
+    np.testing.assert_allclose(fitted.channel_weights_, truth["weights"], rtol=0.1)
+    # baseline subspace recovered too
+    cos = np.linalg.svd(truth["U"].T @ fitted.source_subspace_, compute_uv=False)
+    assert cos.min() > 0.95
+
+
+def test_canonical_form(fitted):
+    for P in (fitted.source_patterns_, fitted.target_patterns_, fitted.modulator_patterns_):
+        np.testing.assert_allclose(np.linalg.norm(P, axis=0), 1.0)
+    for P in (fitted.source_patterns_, fitted.target_patterns_):
+        idx = np.argmax(np.abs(P), axis=0)
+        assert np.all(P[idx, np.arange(P.shape[1])] > 0)
+    assert np.all(np.diff(fitted.channel_weights_) <= 0)
+    assert np.all(fitted.channel_weights_ > 0)
+    U, V = fitted.source_subspace_, fitted.target_subspace_
+    np.testing.assert_allclose(U.T @ U, np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-12)
+
+
+def test_loss_history_never_increases(fitted):
+    h = fitted.loss_history_
+    assert h.size >= 3
+    assert np.all(np.diff(h) <= 1e-10 * np.abs(h[:-1]))
+    assert h[-1] < fitted.baseline_loss_
+
+
+def test_same_random_state_same_fit(data):
+    X, Y, Z, _ = data
+    a = MICs(rank=3, n_channels=2, random_state=3).fit(X, Y, Z)
+    b = MICs(rank=3, n_channels=2, random_state=3).fit(X, Y, Z)
+    np.testing.assert_array_equal(a.source_patterns_, b.source_patterns_)
+    np.testing.assert_array_equal(a.loss_history_, b.loss_history_)
+
+
+def test_prediction_matches_model_equation(data, fitted):
+    X, Y, Z, _ = data
+    m = fitted
+    xc, zc = X - m.source_mean_, Z - m.modulator_mean_
+    # the model equation written out with the fitted parameters
+    W = m.modulation_tensor()
+    inter = np.einsum("ti,ija,ta->tj", xc, W, zc)
+    pred = m.predict(X, Z)
+    resid = pred - (X @ m.coef_.T + Z @ m.modulator_coef_.T + inter)
+    # what is left is a constant (the intercept)
+    np.testing.assert_allclose(resid, np.tile(resid[0], (len(X), 1)), atol=1e-9)
+    # and the intercept makes the training residuals mean-zero
+    np.testing.assert_allclose((Y - pred).mean(0), 0, atol=1e-8)
+    # the modulation explains a large share of the variance the baseline leaves
+    from mics import ReducedRankRegression
+
+    rrr = ReducedRankRegression(rank=3).fit(X, Y)
+    assert m.score(X, Y, Z) > rrr.score(X, Y) + 0.2
+
+
+def test_communication_matrix_averages_to_baseline(data, fitted):
+    X, Y, Z, _ = data
+    Bz = np.mean([fitted.communication_matrix(z) for z in Z], axis=0)
+    np.testing.assert_allclose(Bz, fitted.coef_.T, atol=1e-10)
+    z = Z[7]
+    g = (z - fitted.modulator_mean_) @ fitted.modulator_patterns_ * fitted.channel_weights_
+    expected = fitted.coef_.T + np.einsum(
+        "ik,k,jk->ij", fitted.source_patterns_, g, fitted.target_patterns_
+    )
+    np.testing.assert_allclose(fitted.communication_matrix(z), expected)
+
+
+def test_moment_and_data_paths_agree(data):
+    X, Y, Z, _ = data
+    X, Y, Z = X[:600, :30], Y[:600, :20], Z[:600]
+    a = MICs(rank=2, n_channels=2, solver="moments", random_state=1).fit(X, Y, Z)
+    b = MICs(rank=2, n_channels=2, solver="data", random_state=1).fit(X, Y, Z)
+    Wa, Wb = a.modulation_tensor(), b.modulation_tensor()
+    assert np.linalg.norm(Wa - Wb) / np.linalg.norm(Wa) < 1e-8
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(a.loss_history_, b.loss_history_, rtol=1e-10)
+
+
+def test_auto_solver_switches_to_data_space_when_moments_do_not_fit(data):
+    X, Y, Z, _ = data
+    m = MICs(rank=1, n_channels=1, memory_limit=1e3, max_iter=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(X[:300, :10], Y[:300, :5], Z[:300])
+    assert m.solver_ == "data"
+
+
+def test_each_block_is_an_exact_minimiser(data):
+    # Perturbing the baseline returned by fit_baseline must not lower the loss.
+    X, Y, Z, _ = data
+    cm = compute_moments(X[:400, :15], Y[:400, :10], Z[:400]).centered()
+    op = MomentOperator(cm)
+    B, D, loss = fit_baseline(op, 2, alpha_B=1.0)
+    Xc, Zc, Yc = (a - a.mean(0) for a in (X[:400, :15], Z[:400], Y[:400, :10]))
+
+    def full_loss(B, D):
+        return np.sum((Yc - Xc @ B - Zc @ D) ** 2) + np.sum(B**2)
+
+    assert full_loss(B, D) == pytest.approx(loss, rel=1e-10)
+    rng = np.random.default_rng(0)
+    U, s, Vt = np.linalg.svd(B)
+    for _ in range(20):
+        dD = 1e-3 * rng.standard_normal(D.shape)
+        # stay rank-2 while perturbing
+        dB = (U[:, :2] + 1e-3 * rng.standard_normal((15, 2))) * s[:2] @ Vt[:2]
+        assert full_loss(dB, D + dD) >= loss
+
+
+def test_fit_without_modulator_is_reduced_rank_regression(data):
+    from mics import ReducedRankRegression
+
+    X, Y, _, _ = data
+    m = MICs(rank=3).fit(X, Y)
+    r = ReducedRankRegression(rank=3).fit(X, Y)
+    np.testing.assert_allclose(m.predict(X), r.predict(X))
+    assert m.n_channels_ == 0
+
+
+def test_no_modulation_gives_small_weights_relative_to_true_signal():
+    X, Y, Z, _ = make_mic_data(T=1500, p=30, q=20, weights=(0.0, 0.0), seed=4)
+    Xs, Ys, Zs, _ = make_mic_data(T=1500, p=30, q=20, seed=4)
+    null = MICs(rank=3, n_channels=2, random_state=0).fit(X, Y, Z)
+    real = MICs(rank=3, n_channels=2, random_state=0).fit(Xs, Ys, Zs)
+    assert null.channel_weights_[0] < 0.2 * real.channel_weights_[-1]
+
+
+def test_unfitted_predict_raises():
+    with pytest.raises(NotFittedError):
+        MICs(rank=1, n_channels=1).predict(np.zeros((3, 2)), np.zeros(3))
+
+
+def test_bad_inputs_have_clear_messages(data):
+    X, Y, Z, _ = data
+    X, Y, Z = X[:200, :10], Y[:200, :6], Z[:200]
+    m = MICs(rank=1, n_channels=1)
+    with pytest.raises(ValueError, match="share the time axis"):
+        m.fit(X, Y, Z[:-5])
+    Zn = Z.copy()
+    Zn[4, 1] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        m.fit(X, Y, Zn)
+    Zc = Z.copy()
+    Zc[:, 2] = 1.0
+    with pytest.raises(ValueError, match="constant"):
+        m.fit(X, Y, Zc)
+    with pytest.raises(ValueError, match="cannot be identified"):
+        MICs(rank=1, n_channels=31).fit(X, Y, Z)
+    with pytest.raises(ValueError, match="pass Z"):
+        MICs(rank=1, n_channels=1, random_state=0).fit(X, Y, Z).predict(X)
+    with pytest.warns(UserWarning, match="single modulator"):
+        MICs(rank=1, n_channels=2, max_iter=3, random_state=0).fit(X, Y, Z[:, 0])
+
+
+def test_max_iter_reached_warns(data):
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, Y, Z, _ = data
+    with pytest.warns(ConvergenceWarning):
+        MICs(rank=2, n_channels=2, max_iter=1, tol=0, random_state=0).fit(
+            X[:300, :20], Y[:300, :10], Z[:300]
+        )
+
+
+def test_fit_mic_model_direct_functional_core(data):
+    # The functional core with zero channels equals the baseline solve.
+    X, Y, Z, _ = data
+    cm = compute_moments(X[:500, :20], Y[:500, :10], Z[:500]).centered()
+    res = fit_mic_model(MomentOperator(cm), 2, 0)
+    B, D, _ = fit_baseline(MomentOperator(cm), 2, 0.0)
+    np.testing.assert_allclose(res.coef, B)
+    dop = DataOperator(cm, X[:500, :20], Y[:500, :10], Z[:500])
+    np.testing.assert_allclose(dop.interaction_scale, MomentOperator(cm).interaction_scale)
