@@ -6,8 +6,21 @@ source population predicts a target population. ``mics`` adds a modulator
 that modulator gates the interaction.
 """
 
+from mics import io, preprocessing
 from mics.estimators import ReducedRankRegression, ReducedRankRegressionCV
+from mics.inference import bootstrap_channels, test_modulation
 from mics.mic_estimator import MICs
+from mics.simulation import GroundTruth, simulate
 
-__all__ = ["MICs", "ReducedRankRegression", "ReducedRankRegressionCV"]
+__all__ = [
+    "MICs",
+    "ReducedRankRegression",
+    "ReducedRankRegressionCV",
+    "GroundTruth",
+    "simulate",
+    "test_modulation",
+    "bootstrap_channels",
+    "io",
+    "preprocessing",
+]
 __version__ = "0.1.0"

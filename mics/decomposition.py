@@ -154,7 +154,8 @@ def _covariance_sqrt(cov, p, ridge):
     floor = ridge * level
     added = 0.0
     if eigvals.min() < floor:
-        added = floor - min(eigvals.min(), 0.0)
+        # Clipping first: tiny negative eigenvalues are rounding noise of a PSD matrix.
+        added = floor
         eigvals = np.maximum(eigvals, 0.0) + floor
     root = np.sqrt(eigvals)
     return (eigvecs * root) @ eigvecs.T, (eigvecs / root) @ eigvecs.T, added
@@ -415,8 +416,9 @@ def modulation_split(
         )
     geometry = _SourceMetric(U, metric, source_covariance, covariance_ridge)
     target_basis = linalg.orth(V)
-    p, q = W.shape[:2]
-    # Modes 1 and 2 as matrices: source (p, q*m) and target (q, p*m) unfoldings.
+    p = W.shape[0]
+    # Energies are measured on the whitened source mode (Sigma-weighted norm);
+    # the parts are mapped back so that they still sum to W.
     white = geometry.whiten(W.reshape(p, -1)).reshape(W.shape)
     src_in = np.tensordot(geometry.basis @ geometry.basis.T, white, axes=(1, 0))
     source_sides = {True: src_in, False: white - src_in}

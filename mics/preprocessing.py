@@ -63,8 +63,8 @@ def _feature_labels(x: Any, bad: np.ndarray, time_axis: int) -> list:
     if isinstance(x, xr.DataArray) and x.ndim == 2:
         other = x.dims[1 - time_axis]
         if other in x.coords:
-            return list(np.asarray(x[other].values)[bad])
-    return list(np.flatnonzero(bad))
+            return np.asarray(x[other].values)[bad].tolist()
+    return np.flatnonzero(bad).tolist()
 
 
 def _fs_from(x: Any, fs: float | None) -> float:
@@ -236,6 +236,12 @@ def zscore(x: Any, *, time_dim: str = "time", ddof: int = 0) -> Any:
     return _like(x, out, units="z-score")
 
 
+def _first(values: np.ndarray, axis: Any, **kwargs: Any) -> np.ndarray:
+    """Value at the first sample of each bin (coarsen passes the bin axis as a tuple)."""
+    axis = axis[0] if isinstance(axis, tuple) else axis
+    return np.take(values, 0, axis=axis)
+
+
 def bin_time(x: Any, bin_size: int, *, time_dim: str = "time") -> Any:
     """Average consecutive samples in non-overlapping bins of ``bin_size`` frames.
 
@@ -262,7 +268,7 @@ def bin_time(x: Any, bin_size: int, *, time_dim: str = "time") -> Any:
         if x.sizes[time_dim] < bin_size:
             raise ValueError(f"only {x.sizes[time_dim]} samples, fewer than one bin of {bin_size}")
         coord_func = {
-            name: ("mean" if name == time_dim else "first")
+            name: ("mean" if name == time_dim else _first)
             for name, c in x.coords.items()
             if time_dim in c.dims
         }

@@ -15,7 +15,15 @@ from sklearn.model_selection import KFold, check_cv
 from mics.reduced_rank import fit_reduced_rank
 from mics.scoring import normalized_squared_error, one_sem_rule
 
-__all__ = ["BlockedKFold", "resolve_cv", "cross_validate_reduced_rank"]
+__all__ = [
+    "BlockedKFold",
+    "resolve_cv",
+    "cross_validate_reduced_rank",
+    "heldout_loss",
+    "select_mic_model",
+]
+
+_CV_MAX_ITER = 50
 
 
 class BlockedKFold(KFold):
@@ -110,3 +118,203 @@ def summarize_cv(candidates, fold_loss, key):
         "mean_score": 1 - mean,
         "best_index": best,
     }
+
+
+# ----------------------------------------------------------------------------- MIC selection
+def heldout_loss(raw_test, cm_train, B, D, fit=None):
+    """NSE of a fitted model on a held-out block, from the block's raw moments.
+
+    The prediction is linear in the augmented Khatri-Rao rows
+    ``kron([1, x], [1, z])``, so its squared error on the block is a
+    quadratic form in the block's moments: no pass over the data.
+
+    Parameters
+    ----------
+    raw_test : RawMoments
+        Moments of the held-out block (any shifts).
+    cm_train : CenteredMoments
+        Training moments (their means centre the prediction).
+    B : ndarray of shape (p, q)
+    D : ndarray of shape (m, q)
+    fit : MICFit, optional
+        Channels; None for the channel-free model.
+
+    Returns
+    -------
+    nse : float
+    """
+    p, q = B.shape
+    m = D.shape[0]
+    theta = np.zeros((p + 1, m + 1, q))
+    theta[0, 0] = cm_train.y_mean
+    theta[1:, 0] = B
+    theta[0, 1:] = D
+    if fit is not None and fit.weights.size:
+        W = np.einsum(
+            "k,ik,ak,jk->iaj",
+            fit.weights,
+            fit.source_patterns,
+            fit.modulator_patterns,
+            fit.target_patterns,
+        )
+        theta[1:, 1:] = W
+        theta[0, 0] -= np.einsum("ia,iaj->j", cm_train.phi_mean, W)
+    # express the training-centred basis in the block's shifted basis
+    dx = cm_train.x_mean - raw_test.x_shift
+    dz = cm_train.z_mean - raw_test.z_shift
+    theta[0] -= np.einsum("i,iaj->aj", dx, theta[1:])
+    theta[:, 0] -= np.einsum("a,iaj->ij", dz, theta[:, 1:])
+    theta[0, 0] -= raw_test.y_shift
+    d = (p + 1) * (m + 1)
+    T2 = theta.reshape(d, q)
+    G = raw_test.G.reshape(d, d)
+    rss = (
+        np.trace(raw_test.Syy)
+        - 2 * np.sum(T2 * raw_test.Gy.reshape(d, q))
+        + np.sum(T2 * (G @ T2))
+    )
+    ysum = raw_test.Gy[0, 0]
+    tss = np.trace(raw_test.Syy) - ysum @ ysum / raw_test.n
+    return float(rss / tss) if tss > 0 else np.inf
+
+
+def _fold_moments(X, Y, Z, splitter, interaction):
+    """Total moments plus, per fold, the held-out and excluded blocks' moments."""
+    from mics.moments import compute_moments
+
+    total = compute_moments(X, Y, Z, interaction=interaction)
+    shifts = (total.x_shift, total.z_shift, total.y_shift)
+    n = X.shape[0]
+    folds = []
+    for train, test in splitter.split(X):
+        excluded = np.setdiff1d(np.arange(n), train, assume_unique=True)
+        test_m = compute_moments(X[test], Y[test], Z[test], shifts=shifts, interaction=interaction)
+        if excluded.size == test.size and np.array_equal(excluded, np.sort(test)):
+            excl_m = test_m
+        else:
+            excl_m = compute_moments(
+                X[excluded], Y[excluded], Z[excluded], shifts=shifts, interaction=interaction
+            )
+        folds.append((train, test, test_m, excl_m))
+    return total, folds
+
+
+def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed):
+    """Fit every candidate on one training fold and score it on the held-out block."""
+    from mics.modulation import DataOperator, MomentOperator, fit_baseline, fit_mic_model
+
+    train, test, test_m, excl_m = fold
+    cm = (total - excl_m).centered()
+    if estimator.solver_ == "moments":
+        op = MomentOperator(cm)
+    else:
+        X, Y, Z = data
+        op = DataOperator(cm, X[train], Y[train], Z[train])
+    pen = estimator._penalties(op)
+    losses = []
+    for c in candidates:
+        if stage == "rank":
+            B, D, _ = fit_baseline(op, c, pen["alpha_B"])
+            fit = None
+        else:
+            fit = fit_mic_model(
+                op,
+                rank,
+                c,
+                **pen,
+                n_init=estimator.n_init,
+                # Candidates are compared, not reported: a capped number of
+                # sweeps changes the held-out loss far less than the SEM.
+                max_iter=min(estimator.max_iter, _CV_MAX_ITER),
+                tol=estimator.tol,
+                random_state=seed,
+            )
+            B, D = fit.coef, fit.modulator_coef
+        if estimator.solver_ == "moments":
+            losses.append(heldout_loss(test_m, cm, B, D, fit))
+        else:
+            losses.append(_data_heldout_loss(data, test, cm, B, D, fit))
+    return losses
+
+
+def _data_heldout_loss(data, test, cm, B, D, fit):
+    X, Y, Z = (a[test] for a in data)
+    xc, zc = X - cm.x_mean, Z - cm.z_mean
+    pred = cm.y_mean + xc @ B + zc @ D
+    if fit is not None and fit.weights.size:
+        h = (xc @ fit.source_patterns) * (zc @ fit.modulator_patterns) * fit.weights
+        hbar = np.einsum(
+            "k,ik,ia,ak->k", fit.weights, fit.source_patterns, cm.phi_mean, fit.modulator_patterns
+        )
+        pred = pred + (h - hbar) @ fit.target_patterns.T
+    return normalized_squared_error(Y, pred)
+
+
+def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, desc):
+    from joblib import Parallel, delayed
+    from tqdm.auto import tqdm
+
+    jobs = (
+        delayed(_fold_task)(estimator, total, fold, data, stage, rank, candidates, seed)
+        for fold, seed in zip(folds, seeds, strict=True)
+    )
+    results = Parallel(n_jobs=estimator.n_jobs, return_as="generator")(jobs)
+    out = list(
+        tqdm(results, total=len(folds), desc=desc, disable=not estimator.verbose, leave=False)
+    )
+    return np.asarray(out).T  # (n_candidates, n_folds)
+
+
+def select_mic_model(estimator, X, Y, Z, rng):
+    """Hierarchical selection: baseline rank, then number of channels given the rank.
+
+    Both stages use blocked cross-validation (NSE pooled over target
+    neurons) and the one-SEM rule. Fold statistics are the total moments
+    minus the held-out block, so the whole selection costs one pass over
+    the data (moment solver).
+
+    Returns
+    -------
+    rank : int
+    n_channels : int
+    cv_results : dict
+        ``rank``, ``rank_fold_loss``, ``rank_mean_loss``, ``rank_sem_loss``
+        and the same with the ``n_channels`` prefix (candidates x folds).
+    """
+    n, p = X.shape
+    q, m = Y.shape[1], Z.shape[1]
+    splitter = resolve_cv(estimator.cv, n, gap=estimator.gap)
+    interaction = estimator.solver_ == "moments"
+    total, folds = _fold_moments(X, Y, Z, splitter, interaction)
+    data = (X, Y, Z)
+    results = {}
+    if estimator.rank is None:
+        ranks = list(range(0, min(estimator.max_rank, p, q) + 1))
+        fold_loss = _run_stage(
+            estimator, total, folds, data, "rank", None, ranks, [0] * len(folds), "rank CV"
+        )
+        summary = summarize_cv(ranks, fold_loss, key="rank")
+        rank = ranks[summary["best_index"]]
+        results.update(_prefixed(summary, "rank"))
+    else:
+        rank = int(estimator.rank)
+    if estimator.n_channels is None:
+        limit = min(p * q, p * m, q * m)
+        ks = list(range(0, min(estimator.max_channels, limit) + 1))
+        seeds = rng.randint(np.iinfo(np.int32).max, size=len(folds)).tolist()
+        fold_loss = _run_stage(
+            estimator, total, folds, data, "channels", rank, ks, seeds, "channel CV"
+        )
+        summary = summarize_cv(ks, fold_loss, key="n_channels")
+        n_channels = ks[summary["best_index"]]
+        results.update(_prefixed(summary, "n_channels"))
+    else:
+        n_channels = int(estimator.n_channels)
+    return rank, n_channels, results
+
+
+def _prefixed(summary, key):
+    out = {key: summary[key]}
+    for name in ("fold_loss", "mean_loss", "sem_loss", "mean_score", "best_index"):
+        out[f"{key}_{name}"] = summary[name]
+    return out

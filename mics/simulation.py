@@ -255,8 +255,9 @@ def simulate(
     modulator_kind : {"gaussian", "locomotion", "population"}
         ``"gaussian"``: independent AR(1) Gaussian processes.
         ``"locomotion"``: column 0 is a binary running state with Markov bouts,
-        column 1 (if m > 1) a smooth speed that is zero when still, further
-        columns slow arousal-like (pupil) signals that follow running.
+        column 1 (if m > 1) a smooth speed that ramps up within running bouts
+        and decays after them, further columns slow arousal-like (pupil)
+        signals that follow running.
         ``"population"``: a third population of m neurons driven by its own
         latent of dimension ``min(m, 3)`` plus private noise.
         Every column of the returned Z is centred and scaled to unit variance.
@@ -317,6 +318,8 @@ def simulate(
         raise ValueError(
             f"modulator_kind={modulator_kind!r} is not one of {list(MODULATOR_KINDS)}."
         )
+    if modulator_kind == "locomotion" and rho_z < 0:
+        raise ValueError("running bouts need modulator_autocorr >= 0.")
     if source_dim is not None:
         source_dim = _check_int(source_dim, "source_dim", minimum=1)
         if source_dim > p:
@@ -329,6 +332,9 @@ def simulate(
     # Parameters (directions) first: they must not depend on n_samples.
     U = _random_orthonormal(rng, p, r)
     V = _random_orthonormal(rng, q, r)
+    # Same sign convention as the fitted subspaces (the sign moves to V).
+    sign_u = canonical_signs(U)
+    U, V = U * sign_u, V * sign_u
     S = np.linspace(1.0, 0.5, r) if r > 1 else np.ones(r)
     A = _place_patterns(rng, U, [_PLACEMENT[g][0] for g in geometries])
     Bpat = _place_patterns(rng, V, [_PLACEMENT[g][1] for g in geometries])

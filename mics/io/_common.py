@@ -62,3 +62,10 @@ def check_fs(fs: Any, origin: str) -> float:
 def frame_clock(n_frames: int, fs: float, start: float = 0.0) -> np.ndarray:
     """Frame times in seconds, ``start + k / fs``."""
     return start + np.arange(n_frames) / fs
+
+
+def with_rate_on_variables(ds: Any) -> Any:
+    """Copy ``attrs["fs"]`` onto every variable, so ``ds.F`` alone still knows its rate."""
+    for variable in ds.data_vars.values():
+        variable.attrs.setdefault("fs", ds.attrs["fs"])
+    return ds

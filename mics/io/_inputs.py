@@ -21,9 +21,7 @@ def _activity(data: Any, variable: str | None, time_dim: str, neuron_dim: str) -
             da = data[variable]
         else:
             candidates = [
-                name
-                for name, v in data.data_vars.items()
-                if set(v.dims) == {time_dim, neuron_dim}
+                name for name, v in data.data_vars.items() if set(v.dims) == {time_dim, neuron_dim}
             ]
             if len(candidates) != 1:
                 raise ValueError(
@@ -70,7 +68,7 @@ def _select(da: xr.DataArray, selector: Any, role: str, neuron_dim: str) -> xr.D
     return da.sel({neuron_dim: ids})
 
 
-def _modulator(data: Any, item: Any, time_dim: str) -> xr.DataArray:
+def _modulator(data: Any, item: Any, index: int, time_dim: str) -> xr.DataArray:
     if isinstance(item, str):
         if not isinstance(data, xr.Dataset) or item not in data.data_vars:
             available = list(data.data_vars) if isinstance(data, xr.Dataset) else []
@@ -81,7 +79,7 @@ def _modulator(data: Any, item: Any, time_dim: str) -> xr.DataArray:
         item = data[item]
     if not isinstance(item, xr.DataArray):
         raise TypeError(f"a modulator must be a variable name or a DataArray, not {type(item)}")
-    name = str(item.name)
+    name = str(item.name) if item.name is not None else f"modulator{index}"
     if time_dim not in item.dims:
         raise ValueError(f"modulator {name!r} has no {time_dim!r} dimension ({item.dims})")
     if item.ndim == 1:
@@ -175,9 +173,9 @@ def build_inputs(
     if modulators is not None:
         items = [modulators] if isinstance(modulators, str | xr.DataArray) else list(modulators)
         columns = []
-        for item in items:
-            column = _modulator(data, item, time_dim)
-            _check_clock(activity, column, str(column.name), time_dim)
+        for index, item in enumerate(items):
+            column = _modulator(data, item, index, time_dim)
+            _check_clock(activity, column, str(column.modulator.values[0]), time_dim)
             # Take the activity's clock verbatim so that float round-off cannot misalign.
             if time_dim in activity.coords:
                 column = column.assign_coords({time_dim: activity[time_dim].values})

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from mics.io._common import check_fs, existing_file, frame_clock, require
+from mics.io._common import check_fs, existing_file, frame_clock, require, with_rate_on_variables
 
 __all__ = ["load_caiman"]
 
@@ -137,4 +137,5 @@ def load_caiman(
             "loader": "mics.io.load_caiman",
         },
     )
+    ds = with_rate_on_variables(ds)
     return ds.isel(neuron=iscell) if accepted_only else ds

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from mics.io._common import check_fs, existing_file, require
+from mics.io._common import check_fs, existing_file, require, with_rate_on_variables
 
 __all__ = ["load_nwb"]
 
@@ -111,7 +111,8 @@ def _shared_clock(series_list: list) -> np.ndarray:
 def _behaviour_series(nwbfile: Any, names: Any) -> list:
     """TimeSeries that are behaviour (not imaging) in 'behavior' and acquisition."""
     pynwb = require("pynwb", "reading NWB files")
-    candidates = []
+    behavioural_types = (pynwb.TimeSeries, pynwb.behavior.SpatialSeries)
+    candidates: list = []
     containers = list(nwbfile.acquisition.values())
     for module_name in ("behavior", "behaviour"):
         if module_name in nwbfile.processing:
@@ -121,10 +122,9 @@ def _behaviour_series(nwbfile: Any, names: Any) -> list:
         children = [obj] if isinstance(obj, pynwb.TimeSeries) else []
         for attr in ("time_series", "spatial_series"):
             children.extend(getattr(obj, attr, {}).values() if hasattr(obj, attr) else [])
-        for ts in children:
-            if isinstance(ts, pynwb.image.ImageSeries | pynwb.ophys.RoiResponseSeries):
-                continue
-            candidates.append(ts)
+        # Exact types only: subclasses (ElectricalSeries, ImageSeries, RoiResponseSeries...)
+        # are recordings, not behaviour, and can be huge.
+        candidates.extend(ts for ts in children if type(ts) in behavioural_types)
     if names is None:
         return candidates
     by_name = {ts.name: ts for ts in candidates}
@@ -260,4 +260,4 @@ def load_nwb(
                 attrs={"units": str(ts.unit), "description": str(ts.description or "")},
             )
             ds[ts.name] = align_to_frames(raw, time, max_gap_s=max_gap_s)
-    return ds
+    return with_rate_on_variables(ds)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from mics.io._common import check_fs, existing_file
+from mics.io._common import check_fs, existing_file, with_rate_on_variables
 
 __all__ = ["load_park2024"]
 
@@ -86,7 +86,7 @@ def load_park2024(path: str | Path) -> xr.Dataset:
             f"{path} is a MATLAB v7.3 (HDF5) file; this loader expects the v5 files "
             "of Park et al. 2024"
         ) from None
-    except (ValueError, TypeError, OSError) as err:
+    except (sio.matlab.MatReadError, ValueError, TypeError, OSError) as err:
         raise ValueError(f"{path} is not a readable MATLAB file: {err}") from None
     missing = [key for key in ("D", "TE", "t") if key not in mat]
     if missing:
@@ -118,7 +118,7 @@ def load_park2024(path: str | Path) -> xr.Dataset:
     activity = np.stack([flat(k) for k in neuron_keys], axis=1)
     n_time = n_trials * n_samples
     trial = np.repeat(np.arange(n_trials), n_samples)
-    return xr.Dataset(
+    ds = xr.Dataset(
         {
             "activity": (("time", "neuron"), activity, {"description": "D.neuron<k>"}),
             "pupil": ("time", flat("pupil_zscore"), {"units": "z-score"}),
@@ -145,3 +145,4 @@ def load_park2024(path: str | Path) -> xr.Dataset:
             "loader": "mics.io.load_park2024",
         },
     )
+    return with_rate_on_variables(ds)

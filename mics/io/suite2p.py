@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from mics.io._common import check_fs, frame_clock
+from mics.io._common import check_fs, frame_clock, with_rate_on_variables
 
 __all__ = ["load_suite2p"]
 
@@ -138,7 +138,8 @@ def load_suite2p(
         unknown origin: the restricted loader still reads standard suite2p
         output, built only of arrays, numbers, strings, lists and dicts.
     variables : tuple of str, default=("F", "Fneu", "spks")
-        Trace files to load; missing optional ones are skipped, ``F`` is required.
+        Trace files to load; missing ones are skipped. ``F.npy`` must exist
+        in any case: it fixes the number of ROIs and frames.
     only_cells : bool, default=False
         Keep only ROIs classified as cells (``iscell[:, 0] == 1``).
 
@@ -199,12 +200,13 @@ def load_suite2p(
             "Give the imaging rate per plane, e.g. load_suite2p(folder, fs=30.0)"
         )
 
-    traces = {}
+    reference = _traces(folder, "F")
+    n_rois, n_frames = reference.shape
+    traces = {"F": reference} if "F" in variables else {}
     for name in variables:
-        array = _traces(folder, name)
+        array = _traces(folder, name) if name != "F" else None
         if array is not None:
             traces[name] = array
-    n_rois, n_frames = traces["F"].shape
     for name, array in traces.items():
         if array.shape != (n_rois, n_frames):
             raise ValueError(
@@ -227,9 +229,10 @@ def load_suite2p(
         stat = _load_pickled_npy(folder / "stat.npy", trust)
         if len(stat) != n_rois:
             raise ValueError(f"stat.npy has {len(stat)} ROIs but F.npy has {n_rois}")
-        med = np.array([np.asarray(s["med"], dtype=float) for s in stat])
-        coords["med_y"] = ("neuron", med[:, 0], {"units": "pixel"})
-        coords["med_x"] = ("neuron", med[:, 1], {"units": "pixel"})
+        if all(isinstance(s, dict) and "med" in s for s in stat):
+            med = np.array([np.asarray(s["med"], dtype=float) for s in stat])
+            coords["med_y"] = ("neuron", med[:, 0], {"units": "pixel"})
+            coords["med_x"] = ("neuron", med[:, 1], {"units": "pixel"})
 
     data_vars = {
         name: (("time", "neuron"), array.T, {"units": "a.u."}) for name, array in traces.items()
@@ -248,4 +251,4 @@ def load_suite2p(
         if "iscell" not in ds.coords:
             raise ValueError(f"only_cells=True but {folder} has no iscell.npy")
         ds = ds.isel(neuron=ds.iscell.values)
-    return ds
+    return with_rate_on_variables(ds)

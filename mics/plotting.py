@@ -1,0 +1,390 @@
+"""Matplotlib figures for a fitted :class:`mics.MICs` model.
+
+Every function takes a fitted model (or, for :func:`plot_decomposition`, the
+``xarray.Dataset`` from :meth:`mics.MICs.decompose`) and an optional ``ax`` /
+``fig`` / ``axes`` to draw into, and returns what it drew on. Nothing here
+calls ``plt.show``.
+"""
+
+import numpy as np
+
+from mics.decomposition import PARTS
+
+__all__ = [
+    "PART_COLORS",
+    "PART_LABELS",
+    "channel_alignment",
+    "plot_channels",
+    "plot_cv_curves",
+    "plot_decomposition",
+    "plot_geometry",
+    "plot_loss_history",
+]
+
+#: Colour of each kind of modulation, shared by all figures.
+PART_COLORS = {
+    "reshape": "#4C72B0",
+    "private_source": "#DD8452",
+    "private_target": "#55A868",
+    "new": "#C44E52",
+}
+
+#: Human-readable name of each kind of modulation.
+PART_LABELS = {
+    "reshape": "reshape",
+    "private_source": "private source",
+    "private_target": "private target",
+    "new": "new",
+}
+
+_CV_KEYS = ("{}", "{}_mean_loss", "{}_sem_loss", "{}_best_index")
+_CV_XLABEL = {"rank": "baseline rank", "n_channels": "number of channels"}
+
+
+def _pyplot():
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _require(model, *names):
+    missing = [name for name in names if not hasattr(model, name)]
+    if missing:
+        raise ValueError(
+            f"{type(model).__name__} has no {', '.join(missing)}; fit the model first."
+        )
+
+
+def _new_axes(ax):
+    if ax is None:
+        _, ax = _pyplot().subplots()
+    return ax
+
+
+def plot_channels(model, fig=None):
+    """Stem plots of each channel's source, target and modulator patterns.
+
+    Parameters
+    ----------
+    model : mics.MICs
+        Fitted model with at least one channel.
+    fig : matplotlib.figure.Figure, optional
+        Figure to draw into (it is cleared of nothing; new axes are added).
+        A new figure is created when omitted.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        One row per channel and three columns (source, target, modulator
+        pattern); each panel is titled with the channel index and weight.
+
+    Raises
+    ------
+    ValueError
+        If the model is not fitted or has no channels.
+    """
+    _require(model, "channel_weights_", "source_patterns_", "target_patterns_")
+    _require(model, "modulator_patterns_")
+    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
+    K = weights.size
+    if K == 0:
+        raise ValueError("the model has no modulation channels to plot.")
+    patterns = (
+        ("source", np.asarray(model.source_patterns_, dtype=float)),
+        ("target", np.asarray(model.target_patterns_, dtype=float)),
+        ("modulator", np.asarray(model.modulator_patterns_, dtype=float)),
+    )
+    if fig is None:
+        fig = _pyplot().figure(figsize=(10, 2.2 * K + 0.5), layout="constrained")
+    axes = fig.subplots(K, 3, squeeze=False)
+    for k in range(K):
+        for j, (name, P) in enumerate(patterns):
+            ax = axes[k, j]
+            values = P[:, k]
+            ax.stem(np.arange(values.size), values, basefmt="k-")
+            ax.set_title(f"channel {k} (\u03bb = {weights[k]:.3g}): {name}")
+            if k == K - 1:
+                ax.set_xlabel(f"{name} unit")
+            if j == 0:
+                ax.set_ylabel("loading")
+    return fig
+
+
+def _cv_stage(results, key):
+    names = [template.format(key) for template in _CV_KEYS]
+    present = [name in results for name in names]
+    if not any(present):
+        return None
+    if not all(present):
+        missing = [name for name, ok in zip(names, present, strict=True) if not ok]
+        raise KeyError(f"cv_results_ lacks {missing} for the {key!r} stage.")
+    return tuple(np.asarray(results[name]) for name in names)
+
+
+def plot_cv_curves(model, axes=None):
+    """Cross-validated performance against rank and number of channels.
+
+    Performance is ``1 - mean NSE`` over folds, drawn with a +/- one SEM band
+    and error bars; the selected candidate is marked with a star and a
+    dashed vertical line.
+
+    Parameters
+    ----------
+    model : mics.MICs
+        Model fitted with ``rank=None`` and/or ``n_channels=None`` so that
+        ``cv_results_`` holds the selection curves.
+    axes : sequence of matplotlib.axes.Axes, optional
+        One axes per selection stage that ran (rank first, then channels).
+        New axes are created when omitted.
+
+    Returns
+    -------
+    axes : list of matplotlib.axes.Axes
+        The axes drawn on, in the order rank, channels (stages that did not
+        run are skipped).
+
+    Raises
+    ------
+    ValueError
+        If the model has no ``cv_results_`` or it contains neither stage, or
+        if ``axes`` has the wrong length.
+    KeyError
+        If a stage is only partly recorded (e.g. ``rank`` without
+        ``rank_sem_loss``).
+    """
+    results = getattr(model, "cv_results_", None)
+    if not isinstance(results, dict):
+        raise ValueError(
+            "the model has no cv_results_; fit with rank=None and/or n_channels=None "
+            "to run cross-validated selection."
+        )
+    stages = [(key, _cv_stage(results, key)) for key in ("rank", "n_channels")]
+    stages = [(key, stage) for key, stage in stages if stage is not None]
+    if not stages:
+        raise ValueError(
+            "cv_results_ has neither 'rank' nor 'n_channels' selection results "
+            f"(keys: {sorted(results)})."
+        )
+    if axes is None:
+        _, axes = _pyplot().subplots(
+            1, len(stages), figsize=(4.5 * len(stages), 3.5), squeeze=False, layout="constrained"
+        )
+        axes = list(axes.ravel())
+    else:
+        axes = list(np.atleast_1d(axes).ravel())
+        if len(axes) != len(stages):
+            raise ValueError(f"expected {len(stages)} axes, got {len(axes)}.")
+    for ax, (key, (candidates, mean_loss, sem_loss, best)) in zip(axes, stages, strict=True):
+        x = candidates.astype(float)
+        perf = 1.0 - mean_loss.astype(float)
+        sem = sem_loss.astype(float)
+        best = int(best)
+        ax.fill_between(x, perf - sem, perf + sem, color="C0", alpha=0.2, linewidth=0)
+        ax.errorbar(x, perf, yerr=sem, fmt="none", ecolor="C0", capsize=3)
+        ax.plot(x, perf, color="C0", marker="o", label="CV performance")
+        ax.plot(
+            [x[best]],
+            [perf[best]],
+            marker="*",
+            markersize=15,
+            color="C3",
+            linestyle="none",
+            label=f"selected: {candidates[best]}",
+        )
+        ax.axvline(x[best], color="C3", linestyle="--", linewidth=1)
+        ax.set_xlabel(_CV_XLABEL[key])
+        ax.set_ylabel("CV performance (1 - NSE)")
+        ax.set_xticks(x)
+        ax.legend(loc="best", fontsize="small")
+    return axes
+
+
+def _decomposition_dataset(model_or_dataset):
+    if hasattr(model_or_dataset, "data_vars"):
+        return model_or_dataset
+    if hasattr(model_or_dataset, "decompose"):
+        return model_or_dataset.decompose()
+    raise TypeError("expected a fitted MICs model or the Dataset returned by decompose().")
+
+
+def plot_decomposition(model_or_dataset, ax=None):
+    """Stacked horizontal bars of the four kinds of modulation per channel.
+
+    Each channel gets one bar split into reshape / private source / private
+    target / new (its fractions sum to one); a final ``total`` bar shows the
+    whole-tensor fractions ``total_*``.
+
+    Parameters
+    ----------
+    model_or_dataset : mics.MICs or xarray.Dataset
+        A fitted model (``decompose()`` is called with the default metric)
+        or the Dataset from :meth:`mics.MICs.decompose`.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; created when omitted.
+
+    Returns
+    -------
+    ax : matplotlib.axes.Axes
+        Bars are added in the order of :data:`mics.decomposition.PARTS`, one
+        ``BarContainer`` per kind (``ax.containers``), with rows
+        ``channel 0, ..., channel K-1, total`` from top to bottom.
+    """
+    ds = _decomposition_dataset(model_or_dataset)
+    per_channel = {part: np.asarray(ds[part].values, dtype=float).reshape(-1) for part in PARTS}
+    totals = {part: float(ds[f"total_{part}"].values) for part in PARTS}
+    K = per_channel[PARTS[0]].size
+    labels = [f"channel {k}" for k in range(K)] + ["total"]
+    y = np.arange(K + 1)
+    ax = _new_axes(ax)
+    left = np.zeros(K + 1)
+    for part in PARTS:
+        widths = np.append(per_channel[part], totals[part])
+        widths = np.nan_to_num(widths, nan=0.0)
+        ax.barh(
+            y,
+            widths,
+            left=left,
+            color=PART_COLORS[part],
+            edgecolor="white",
+            label=PART_LABELS[part],
+        )
+        left = left + widths
+    ax.set_yticks(y, labels)
+    ax.set_ylim(K + 0.6, -0.6)  # channel 0 on top, total at the bottom
+    if K > 0:
+        ax.axhline(K - 0.5, color="0.5", linewidth=0.8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("fraction of modulation energy")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=4, frameon=False)
+    return ax
+
+
+def plot_loss_history(model, ax=None):
+    """Penalised training loss after each alternating sweep.
+
+    Parameters
+    ----------
+    model : mics.MICs
+        Fitted model.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; created when omitted.
+
+    Returns
+    -------
+    ax : matplotlib.axes.Axes
+        One line, x = sweep (1, 2, ...), y = ``model.loss_history_``.
+    """
+    _require(model, "loss_history_")
+    loss = np.asarray(model.loss_history_, dtype=float).reshape(-1)
+    ax = _new_axes(ax)
+    ax.plot(np.arange(1, loss.size + 1), loss, marker="o", markersize=3)
+    ax.set_xlabel("sweep")
+    ax.set_ylabel("penalised loss")
+    ax.set_title("training loss")
+    return ax
+
+
+def channel_alignment(model):
+    """Squared alignment of each channel's patterns with the baseline subspaces.
+
+    Parameters
+    ----------
+    model : mics.MICs
+        Fitted model.
+
+    Returns
+    -------
+    source_alignment, target_alignment : ndarray of shape (n_channels,)
+        ``|U^T a_k|^2 / |a_k|^2`` and ``|V^T b_k|^2 / |b_k|^2`` with U, V
+        orthonormal bases of the baseline source and target subspaces (1 =
+        inside the subspace, 0 = orthogonal to it). Zero when the rank is 0.
+    """
+    _require(model, "source_subspace_", "target_subspace_")
+    _require(model, "source_patterns_", "target_patterns_")
+    return (
+        _alignment(model.source_subspace_, model.source_patterns_),
+        _alignment(model.target_subspace_, model.target_patterns_),
+    )
+
+
+def _alignment(subspace, patterns):
+    P = np.asarray(patterns, dtype=float)
+    P = P.reshape(P.shape[0], -1)
+    S = np.asarray(subspace, dtype=float)
+    S = S.reshape(S.shape[0], -1)
+    norms = np.sum(P**2, axis=0)
+    if S.shape[1] == 0:
+        return np.zeros(P.shape[1])
+    Q, _ = np.linalg.qr(S)
+    inside = np.sum((Q.T @ P) ** 2, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(norms > 0, inside / np.where(norms > 0, norms, 1.0), 0.0)
+    return np.clip(out, 0.0, 1.0)
+
+
+def plot_geometry(model, ax=None):
+    """Where each channel sits relative to the baseline communication subspace.
+
+    For channel k the x coordinate is ``|U^T a_k|^2`` (share of its source
+    pattern inside the baseline source subspace) and the y coordinate is
+    ``|V^T b_k|^2`` (share of its target pattern inside the baseline target
+    subspace), both in [0, 1] for unit-norm patterns. The quadrants split at
+    0.5 are labelled: reshape (both inside), private source (source outside,
+    target inside), private target (source inside, target outside) and new
+    (both outside).
+
+    Parameters
+    ----------
+    model : mics.MICs
+        Fitted model.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; created when omitted.
+
+    Returns
+    -------
+    ax : matplotlib.axes.Axes
+        One point per channel (a single scatter collection, marker area
+        proportional to the channel weight), annotated with the channel index.
+    """
+    _require(model, "channel_weights_")
+    x, y = channel_alignment(model)
+    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
+    from matplotlib.patches import Rectangle
+
+    ax = _new_axes(ax)
+    corners = {
+        "reshape": (0.75, 0.75),
+        "private_source": (0.25, 0.75),
+        "private_target": (0.75, 0.25),
+        "new": (0.25, 0.25),
+    }
+    for part, (cx, cy) in corners.items():
+        x0, y0 = cx - 0.25, cy - 0.25
+        ax.add_patch(
+            Rectangle((x0, y0), 0.5, 0.5, color=PART_COLORS[part], alpha=0.12, linewidth=0)
+        )
+        ax.text(
+            cx,
+            cy + 0.2,
+            PART_LABELS[part],
+            ha="center",
+            va="center",
+            color=PART_COLORS[part],
+            fontweight="bold",
+        )
+    ax.axvline(0.5, color="0.6", linewidth=0.8, linestyle=":")
+    ax.axhline(0.5, color="0.6", linewidth=0.8, linestyle=":")
+    if weights.size:
+        sizes = 40 + 160 * weights / max(float(weights.max()), np.finfo(float).tiny)
+    else:
+        sizes = np.zeros(0)
+    ax.scatter(x, y, s=sizes, color="k", zorder=3)
+    for k, (xk, yk) in enumerate(zip(x, y, strict=True)):
+        ax.annotate(str(k), (xk, yk), xytext=(5, 5), textcoords="offset points", fontsize="small")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_aspect("equal")
+    ax.set_xlabel(r"source alignment $|U^\top a|^2$")
+    ax.set_ylabel(r"target alignment $|V^\top b|^2$")
+    ax.set_title("channel geometry")
+    return ax

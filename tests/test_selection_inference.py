@@ -1,0 +1,111 @@
+"""Hierarchical selection, held-out loss from moments, permutation test, bootstrap."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import mics
+from mics.modulation import MomentOperator, fit_mic_model
+from mics.moments import compute_moments
+from mics.selection import BlockedKFold, _data_heldout_loss, heldout_loss
+
+from ._generate import make_mic_data
+
+
+def test_heldout_loss_from_moments_equals_direct_prediction():
+    X, Y, Z, _ = make_mic_data(T=600, p=15, q=10)
+    total = compute_moments(X, Y, Z)
+    shifts = (total.x_shift, total.z_shift, total.y_shift)
+    test = np.arange(120, 240)
+    block = compute_moments(X[test], Y[test], Z[test], shifts=shifts)
+    cm = (total - block).centered()
+    fit = fit_mic_model(MomentOperator(cm), 2, 2, random_state=0)
+    direct = _data_heldout_loss((X, Y, Z), test, cm, fit.coef, fit.modulator_coef, fit)
+    assert heldout_loss(block, cm, fit.coef, fit.modulator_coef, fit) == pytest.approx(
+        direct, rel=1e-9
+    )
+    # and the direct one is the NSE of an independent prediction
+    train = np.setdiff1d(np.arange(600), test)
+    model = mics.MICs(rank=2, n_channels=2, random_state=0)
+    model.fit(X[train], Y[train], Z[train])
+    pred = model.predict(X[test], Z[test])
+    nse = np.sum((Y[test] - pred) ** 2) / np.sum((Y[test] - Y[test].mean(0)) ** 2)
+    assert nse == pytest.approx(
+        heldout_loss(block, cm, model.coef_.T, model.modulator_coef_.T, _as_fit(model)), rel=1e-6
+    )
+
+
+def _as_fit(model):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        weights=model.channel_weights_,
+        source_patterns=model.source_patterns_,
+        target_patterns=model.target_patterns_,
+        modulator_patterns=model.modulator_patterns_,
+    )
+
+
+def test_blocked_kfold_gap_removes_neighbours():
+    splits = list(BlockedKFold(5, gap=3).split(np.zeros((50, 1))))
+    train, test = splits[2]
+    assert test.tolist() == list(range(20, 30))
+    assert not set(range(17, 33)) & set(train.tolist())
+    assert len(train) == 50 - 10 - 6
+
+
+@pytest.mark.slow
+def test_selection_finds_rank_and_channels():
+    X, Y, Z, _ = make_mic_data(T=1200, p=30, q=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = mics.MICs(cv=5, max_rank=5, max_channels=3, random_state=0, verbose=0).fit(X, Y, Z)
+    assert m.rank_ == 3
+    assert m.n_channels_ == 2
+    res = m.cv_results_
+    assert res["rank_fold_loss"].shape == (6, 5)
+    assert res["n_channels_fold_loss"].shape == (4, 5)
+    np.testing.assert_allclose(res["n_channels_mean_loss"], res["n_channels_fold_loss"].mean(1))
+
+
+def test_selection_same_result_for_one_and_two_jobs():
+    X, Y, Z, _ = make_mic_data(T=500, p=12, q=8)
+    kw = dict(rank=2, cv=4, max_channels=2, random_state=0, verbose=0, max_iter=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = mics.MICs(n_jobs=1, **kw).fit(X, Y, Z)
+        b = mics.MICs(n_jobs=2, **kw).fit(X, Y, Z)
+    np.testing.assert_array_equal(
+        a.cv_results_["n_channels_fold_loss"], b.cv_results_["n_channels_fold_loss"]
+    )
+    np.testing.assert_array_equal(a.source_patterns_, b.source_patterns_)
+
+
+@pytest.mark.slow
+def test_permutation_test_detects_and_does_not_false_alarm():
+    X, Y, Z, _ = make_mic_data(T=800, p=12, q=8, weights=(3.0, 2.0))
+    est = mics.MICs(rank=3, cv=4, max_channels=2, max_iter=30, random_state=0, verbose=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = mics.test_modulation(est, X, Y, Z, n_permutations=19, random_state=0, verbose=0)
+        assert res.p_value == pytest.approx(1 / 20)
+        assert res.statistic > res.null_distribution.max()
+        Xn, Yn, Zn, _ = make_mic_data(T=800, p=12, q=8, weights=(0.0, 0.0), seed=2)
+        null = mics.test_modulation(est, Xn, Yn, Zn, n_permutations=19, random_state=0, verbose=0)
+    assert null.p_value > 0.05
+
+
+def test_bootstrap_intervals_cover_the_truth():
+    X, Y, Z, truth = make_mic_data(T=800, p=12, q=8, weights=(3.0, 2.0), offset=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mics.MICs(rank=3, n_channels=2, random_state=0, max_iter=50).fit(X, Y, Z)
+        boot = mics.bootstrap_channels(model, X, Y, Z, n_boot=30, random_state=0, verbose=0)
+    lo = boot["channel_weights_interval"].sel(bound="low").values
+    hi = boot["channel_weights_interval"].sel(bound="high").values
+    assert np.all(lo <= hi)
+    assert np.all((lo < truth["weights"] * 1.05) & (hi > truth["weights"] * 0.95))
+    # aligned draws agree in sign with the full fit
+    draws = boot["source_patterns_draws"].values
+    assert np.all(np.einsum("bpk,pk->bk", draws, model.source_patterns_) > 0)
