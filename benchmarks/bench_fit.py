@@ -381,7 +381,8 @@ def run_memory(T, p, q, m):
     data_plus_fit = rss["peak_after"] - rss["rss_start"]
     print(f"Peak memory of MICs(rank={RANK}, n_channels={K}).fit at T={T} p={p} q={q} m={m}")
     print(f"  inputs X+Y+Z nbytes            {inputs / gb:8.3f} GB")
-    print(f"  process RSS before data        {rss['rss_start'] / gb:8.3f} GB (python, numpy, numba)")
+    print(f"  process RSS before data        {rss['rss_start'] / gb:8.3f} GB "
+          "(python, numpy, numba)")
     print(f"  RSS with data (peak so far)    {rss['rss_data'] / gb:8.3f} GB "
           f"(ru_maxrss {rss['peak_before'] / gb:.3f} GB)")
     print(f"  peak RSS during fit            {rss['peak_after'] / gb:8.3f} GB "
@@ -392,7 +393,8 @@ def run_memory(T, p, q, m):
     print(f"  tracemalloc peak during fit    {trace['traced_peak'] / gb:8.3f} GB  = "
           f"{trace['traced_peak'] / inputs:.3f} x inputs (NumPy/Python allocations only)")
     if rss["peak_before"] > rss["rss_data"] * 1.02:
-        print("  note: data generation peaked above the data size; the fit overhead is a lower bound")
+        print("  note: data generation peaked above the data size; "
+              "the fit overhead is a lower bound")
 
 
 # ----------------------------------------------------------------------------- main
