@@ -279,14 +279,14 @@ def warm_up():
     fit_tensorly(phi, R, reg)
 
 
-def run_size(name, repeats, tensorly_per_flop):
+def run_size(name, repeats, ref_repeats, tensorly_per_flop):
     cfg = SIZES[name]
     X, Y, Z, W = simulate(**cfg)
     rows = []
     t_mics, W_mics = timed(lambda: fit_mics(X, Y, Z), repeats)
-    rows.append(("mics", t_mics, rel_error(W, W_mics), ""))
-    t_np, W_np = timed(lambda: fit_numpy_als(X, Y, Z), repeats)
-    rows.append(("numpy-als", t_np, rel_error(W, W_np), "lstsq, data space"))
+    rows.append(("mics", t_mics, rel_error(W, W_mics), f"{repeats} repeats"))
+    t_np, W_np = timed(lambda: fit_numpy_als(X, Y, Z), ref_repeats)
+    rows.append(("numpy-als", t_np, rel_error(W, W_np), f"{ref_repeats} repeats; lstsq"))
     mem, flops = tensorly_cost(**cfg)
     estimate = None if tensorly_per_flop is None else tensorly_per_flop * flops * MAX_ITER
     if mem > 0.5 * _available_bytes() or (estimate is not None and estimate > TENSORLY_BUDGET_S):
@@ -296,8 +296,9 @@ def run_size(name, repeats, tensorly_per_flop):
         rows.append(("tensorly", float("nan"), float("nan"), why))
     else:
         phi, R, reg = tensorly_problem(X, Y, Z)
-        t_tl, (W_tl, n_it) = timed(lambda: fit_tensorly(phi, R, reg), repeats)
-        rows.append(("tensorly", t_tl, rel_error(W, W_tl), f"1 start, {n_it} sweeps"))
+        t_tl, (W_tl, n_it) = timed(lambda: fit_tensorly(phi, R, reg), ref_repeats)
+        note = f"{ref_repeats} repeats; 1 start, {n_it} sweeps, interaction only"
+        rows.append(("tensorly", t_tl, rel_error(W, W_tl), note))
         tensorly_per_flop = t_tl / (n_it * flops)
     return cfg, rows, tensorly_per_flop
 
@@ -381,30 +382,51 @@ def run_memory(T, p, q, m):
     data_plus_fit = rss["peak_after"] - rss["rss_start"]
     print(f"Peak memory of MICs(rank={RANK}, n_channels={K}).fit at T={T} p={p} q={q} m={m}")
     print(f"  inputs X+Y+Z nbytes            {inputs / gb:8.3f} GB")
-    print(f"  process RSS before data        {rss['rss_start'] / gb:8.3f} GB "
-          "(python, numpy, numba)")
-    print(f"  RSS with data (peak so far)    {rss['rss_data'] / gb:8.3f} GB "
-          f"(ru_maxrss {rss['peak_before'] / gb:.3f} GB)")
-    print(f"  peak RSS during fit            {rss['peak_after'] / gb:8.3f} GB "
-          f"(fit took {rss['seconds']:.2f} s)")
-    print(f"  fit overhead (peak - with data){extra_rss / gb:8.3f} GB  = "
-          f"{extra_rss / inputs:.3f} x inputs")
+    print(
+        f"  process RSS before data        {rss['rss_start'] / gb:8.3f} GB (python, numpy, numba)"
+    )
+    print(
+        f"  RSS with data (peak so far)    {rss['rss_data'] / gb:8.3f} GB "
+        f"(ru_maxrss {rss['peak_before'] / gb:.3f} GB)"
+    )
+    print(
+        f"  peak RSS during fit            {rss['peak_after'] / gb:8.3f} GB "
+        f"(fit took {rss['seconds']:.2f} s)"
+    )
+    print(
+        f"  fit overhead (peak - with data){extra_rss / gb:8.3f} GB  = "
+        f"{extra_rss / inputs:.3f} x inputs"
+    )
     print(f"  data + fit peak / inputs       {data_plus_fit / inputs:8.3f} x   (target < 1.5)")
-    print(f"  tracemalloc peak during fit    {trace['traced_peak'] / gb:8.3f} GB  = "
-          f"{trace['traced_peak'] / inputs:.3f} x inputs (NumPy/Python allocations only)")
+    print(
+        f"  tracemalloc peak during fit    {trace['traced_peak'] / gb:8.3f} GB  = "
+        f"{trace['traced_peak'] / inputs:.3f} x inputs (NumPy/Python allocations only)"
+    )
     if rss["peak_before"] > rss["rss_data"] * 1.02:
-        print("  note: data generation peaked above the data size; "
-              "the fit overhead is a lower bound")
+        print(
+            "  note: data generation peaked above the data size; the fit overhead is a lower bound"
+        )
 
 
 # ----------------------------------------------------------------------------- main
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="repeats of the mics fit")
+    parser.add_argument(
+        "--ref-repeats", type=int, default=3, help="repeats of numpy-als and tensorly"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="BLAS threads (threadpoolctl); default: all"
+    )
     parser.add_argument("--memory", action="store_true", help="peak-memory mode only")
-    parser.add_argument("--memory-size", type=int, nargs=4, default=[200000, 300, 100, 3],
-                        metavar=("T", "P", "Q", "M"))
+    parser.add_argument(
+        "--memory-size",
+        type=int,
+        nargs=4,
+        default=[200000, 300, 100, 3],
+        metavar=("T", "P", "Q", "M"),
+    )
     parser.add_argument("--_memory-child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # ConvergenceWarning chatter from max_iter caps
@@ -413,20 +435,38 @@ def main(argv=None):
         mode, *dims = args._memory_child
         memory_child(*map(int, dims), mode)
         return
-    threads = os.environ.get("OMP_NUM_THREADS", "unset")
-    print(f"cores: {os.cpu_count()}, OMP_NUM_THREADS={threads}, "
-          f"load average at start: {os.getloadavg()[0]:.2f} (the machine may be shared)")
+    if args.threads is not None:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.threads)
+    print(
+        f"cores: {os.cpu_count()}, BLAS threads: {_blas_threads()}, "
+        f"load average at start: {_load()} (the machine may be shared)"
+    )
     if args.memory:
         run_memory(*args.memory_size)
         return
     print("warm-up fit of every method on a small problem first (numba compilation excluded)")
     warm_up()
-    print(f"median of {args.repeats} repeats; 'rel W err' = ||W - W_hat||_F / ||W||_F\n")
+    print("median wall time over repeats; 'rel W err' = ||W - W_hat||_F / ||W||_F\n")
     per_flop = None
     for name in args.sizes:
-        cfg, rows, per_flop = run_size(name, args.repeats, per_flop)
+        cfg, rows, per_flop = run_size(name, args.repeats, args.ref_repeats, per_flop)
         print_table(cfg, rows)
-    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        print(f"load average now: {_load()}\n")
+
+
+def _load():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _blas_threads():
+    try:
+        from threadpoolctl import threadpool_info
+
+        return ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
+    except ImportError:
+        return "unknown"
 
 
 if __name__ == "__main__":

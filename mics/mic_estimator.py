@@ -179,11 +179,10 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         if self.rank is None or self.n_channels is None:
             from mics.selection import select_mic_model
 
-            rank, n_channels, self.cv_results_ = select_mic_model(self, X, Y, Z, rng)
+            rank, n_channels, self.cv_results_, raw = select_mic_model(self, X, Y, Z, rng)
         else:
             rank, n_channels = int(self.rank), int(self.n_channels)
-
-        raw = compute_moments(X, Y, Z, interaction=self.solver_ == "moments")
+            raw = compute_moments(X, Y, Z, interaction=self.solver_ == "moments")
         cm = raw.centered()
         op = MomentOperator(cm) if self.solver_ == "moments" else DataOperator(cm, X, Y, Z)
         result = fit_mic_model(

@@ -169,9 +169,7 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None):
     T2 = theta.reshape(d, q)
     G = raw_test.G.reshape(d, d)
     rss = (
-        np.trace(raw_test.Syy)
-        - 2 * np.sum(T2 * raw_test.Gy.reshape(d, q))
-        + np.sum(T2 * (G @ T2))
+        np.trace(raw_test.Syy) - 2 * np.sum(T2 * raw_test.Gy.reshape(d, q)) + np.sum(T2 * (G @ T2))
     )
     ysum = raw_test.Gy[0, 0]
     tss = np.trace(raw_test.Syy) - ysum @ ysum / raw_test.n
@@ -179,29 +177,40 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None):
 
 
 def _fold_moments(X, Y, Z, splitter, interaction):
-    """Total moments plus, per fold, the held-out and excluded blocks' moments."""
+    """Total moments plus, per fold, the held-out and excluded blocks' moments.
+
+    When the held-out blocks partition the samples (K-fold without a gap),
+    the total is the sum of the blocks: one pass over the data in all.
+    """
     from mics.moments import compute_moments
 
-    total = compute_moments(X, Y, Z, interaction=interaction)
-    shifts = (total.x_shift, total.z_shift, total.y_shift)
     n = X.shape[0]
+    shifts = (X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
+    splits = list(splitter.split(X))
     folds = []
-    for train, test in splitter.split(X):
+    for train, test in splits:
         excluded = np.setdiff1d(np.arange(n), train, assume_unique=True)
         test_m = compute_moments(X[test], Y[test], Z[test], shifts=shifts, interaction=interaction)
-        if excluded.size == test.size and np.array_equal(excluded, np.sort(test)):
+        if np.array_equal(excluded, np.sort(test)):
             excl_m = test_m
         else:
             excl_m = compute_moments(
                 X[excluded], Y[excluded], Z[excluded], shifts=shifts, interaction=interaction
             )
         folds.append((train, test, test_m, excl_m))
+    tests = np.sort(np.concatenate([t for _, t in splits]))
+    if np.array_equal(tests, np.arange(n)):
+        total = folds[0][2]
+        for fold in folds[1:]:
+            total = total + fold[2]
+    else:
+        total = compute_moments(X, Y, Z, shifts=shifts, interaction=interaction)
     return total, folds
 
 
 def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed):
     """Fit every candidate on one training fold and score it on the held-out block."""
-    from mics.modulation import DataOperator, MomentOperator, fit_baseline, fit_mic_model
+    from mics.modulation import DataOperator, MomentOperator, fit_baseline_path, fit_mic_model
 
     train, test, test_m, excl_m = fold
     cm = (total - excl_m).centered()
@@ -211,12 +220,12 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed):
         X, Y, Z = data
         op = DataOperator(cm, X[train], Y[train], Z[train])
     pen = estimator._penalties(op)
-    losses = []
-    for c in candidates:
-        if stage == "rank":
-            B, D, _ = fit_baseline(op, c, pen["alpha_B"])
-            fit = None
-        else:
+    if stage == "rank":
+        baselines = fit_baseline_path(op, candidates, pen["alpha_B"])
+        fits = [(B, D, None) for B, D, _ in baselines]
+    else:
+        fits = []
+        for c in candidates:
             fit = fit_mic_model(
                 op,
                 rank,
@@ -229,12 +238,10 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed):
                 tol=estimator.tol,
                 random_state=seed,
             )
-            B, D = fit.coef, fit.modulator_coef
-        if estimator.solver_ == "moments":
-            losses.append(heldout_loss(test_m, cm, B, D, fit))
-        else:
-            losses.append(_data_heldout_loss(data, test, cm, B, D, fit))
-    return losses
+            fits.append((fit.coef, fit.modulator_coef, fit))
+    if estimator.solver_ == "moments":
+        return [heldout_loss(test_m, cm, B, D, fit) for B, D, fit in fits]
+    return [_data_heldout_loss(data, test, cm, B, D, fit) for B, D, fit in fits]
 
 
 def _data_heldout_loss(data, test, cm, B, D, fit):
@@ -258,7 +265,9 @@ def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, de
         delayed(_fold_task)(estimator, total, fold, data, stage, rank, candidates, seed)
         for fold, seed in zip(folds, seeds, strict=True)
     )
-    results = Parallel(n_jobs=estimator.n_jobs, return_as="generator")(jobs)
+    # Threads: the fold tasks spend their time in BLAS/LAPACK and numba
+    # kernels that release the GIL, and threads share the moments unpickled.
+    results = Parallel(n_jobs=estimator.n_jobs, prefer="threads", return_as="generator")(jobs)
     out = list(
         tqdm(results, total=len(folds), desc=desc, disable=not estimator.verbose, leave=False)
     )
@@ -280,6 +289,8 @@ def select_mic_model(estimator, X, Y, Z, rng):
     cv_results : dict
         ``rank``, ``rank_fold_loss``, ``rank_mean_loss``, ``rank_sem_loss``
         and the same with the ``n_channels`` prefix (candidates x folds).
+    total : RawMoments
+        Moments of all samples, for the final fit.
     """
     n, p = X.shape
     q, m = Y.shape[1], Z.shape[1]
@@ -310,7 +321,7 @@ def select_mic_model(estimator, X, Y, Z, rng):
         results.update(_prefixed(summary, "n_channels"))
     else:
         n_channels = int(estimator.n_channels)
-    return rank, n_channels, results
+    return rank, n_channels, results, total
 
 
 def _prefixed(summary, key):
