@@ -10,6 +10,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from mics._labels import unwrap, wrap_matrix, wrap_patterns, wrap_timeseries
 from mics._validation import check_modulator, check_population, check_rank
 from mics.estimators import (
     ReducedRankRegression,
@@ -163,8 +164,14 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         self
         """
         _check_alpha(self.alpha)
+        # Labelled inputs are unwrapped here; the core sees (time, neuron) arrays.
+        X, ix = unwrap(X, "X")
+        y, iy = unwrap(y, "Y")
+        Z, iz = unwrap(Z, "Z") if Z is not None else (None, None)
+        self._labels = (ix, iy, iz) if any(i is not None for i in (ix, iy, iz)) else None
         if Z is None:
-            return self._fit_without_modulator(X, y)
+            self._fit_without_modulator(X, y)
+            return self._label_outputs()
         X, Y, y_1d = _validate_xy(self, X, y)
         Z = check_modulator(Z, X.shape[0])
         if Z.shape[0] != X.shape[0]:
@@ -197,7 +204,42 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         )
         self._store(result, cm, rank)
         self._finish(y_1d)
+        return self._label_outputs()
+
+    def _label_outputs(self):
+        """Re-wrap patterns and coefficients with the inputs' neuron ids."""
+        if self._labels is None:
+            return self
+        ix, iy, iz = self._labels
+        self.source_patterns_ = wrap_patterns(self.source_patterns_, ix)
+        self.target_patterns_ = wrap_patterns(self.target_patterns_, iy)
+        self.source_subspace_ = wrap_patterns(self.source_subspace_, ix, "dimension")
+        self.target_subspace_ = wrap_patterns(self.target_subspace_, iy, "dimension")
+        if self.modulator_mean_.size:
+            self.modulator_patterns_ = wrap_patterns(self.modulator_patterns_, iz)
+            self.modulator_coef_ = wrap_matrix(self.modulator_coef_, iy, iz)
         return self
+
+    def _array(self, name):
+        """A fitted attribute as a plain array (labelled ones are DataArrays)."""
+        return np.asarray(getattr(self, name))
+
+    def _unwrap_like_fit(self, data, role):
+        """Unwrap a predict-time input and put its neurons in the fitted order."""
+        arr, info = unwrap(data, role)
+        labels = getattr(self, "_labels", None)
+        fitted = None if labels is None else labels[{"X": 0, "Z": 2}[role]]
+        if info is not None and fitted is not None and info.feature_dim == fitted.feature_dim:
+            ids = list(info.features)
+            if ids != list(fitted.features):
+                missing = set(fitted.features) - set(ids)
+                if missing:
+                    raise ValueError(
+                        f"{role} lacks {len(missing)} {fitted.feature_dim}(s) seen in fit, "
+                        f"e.g. {sorted(missing, key=str)[:3]}."
+                    )
+                arr = np.asarray(arr)[:, [ids.index(f) for f in fitted.features]]
+        return arr, info
 
     def _penalties(self, op):
         return {
@@ -312,10 +354,10 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             raise ValueError(
                 f"modulator Z has {Zv.shape[0]} samples but source X has {X.shape[0]}."
             )
-        gates = (Zv - self.modulator_mean_) @ self.modulator_patterns_
-        drive = (X - self.source_mean_) @ self.source_patterns_
-        return Zv @ self.modulator_coef_.T + (gates * drive * self.channel_weights_) @ (
-            self.target_patterns_.T
+        gates = (Zv - self.modulator_mean_) @ self._array("modulator_patterns_")
+        drive = (X - self.source_mean_) @ self._array("source_patterns_")
+        return Zv @ self._array("modulator_coef_").T + (gates * drive * self.channel_weights_) @ (
+            self._array("target_patterns_").T
         )
 
     def predict(self, X, Z=None):
@@ -332,19 +374,27 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         Y_pred : ndarray of shape (n_samples, n_target), or (n_samples,)
         """
         check_is_fitted(self)
+        X, ix = self._unwrap_like_fit(X, "X")
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        Y = X @ np.atleast_2d(self.coef_).T + self.intercept_
+        Y = X @ np.atleast_2d(self._array("coef_")).T + self.intercept_
         if self.modulator_mean_.size:
             if Z is None:
                 raise ValueError("this model was fitted with a modulator: pass Z to predict.")
+            Z, _ = self._unwrap_like_fit(Z, "Z")
             Y = Y + self._modulation_term(X, Z)
+        if getattr(self, "_labels", None) is not None or ix is not None:
+            iy = self._labels[1] if getattr(self, "_labels", None) is not None else None
+            return wrap_timeseries(Y, ix, iy)
         return Y[:, 0] if self._y_1d else Y
 
     def score(self, X, y, Z=None, sample_weight=None):
         """1 - NSE pooled over target neurons (test-set means, Semedo et al. 2019)."""
         if sample_weight is not None:
             raise NotImplementedError("sample_weight is not supported.")
-        return 1.0 - normalized_squared_error(np.asarray(y, dtype=float), self.predict(X, Z))
+        y, _ = unwrap(y, "Y")
+        pred = np.asarray(self.predict(X, Z))
+        y = np.asarray(y, dtype=float)
+        return 1.0 - normalized_squared_error(y.reshape(pred.shape), pred)
 
     # ----------------------------------------------------------- readouts
     def communication_matrix(self, z):
@@ -362,15 +412,20 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             over the training states is the baseline ``B``.
         """
         check_is_fitted(self)
-        z = np.atleast_1d(np.asarray(z, dtype=float))
+        z, _ = unwrap(z, "Z") if getattr(z, "ndim", 1) > 1 else (z, None)
+        z = np.atleast_1d(np.asarray(z, dtype=float)).reshape(-1)
         if z.shape != self.modulator_mean_.shape:
             raise ValueError(
                 f"z must have shape {self.modulator_mean_.shape} (one value per modulator), "
                 f"got {z.shape}."
             )
-        gates = (z - self.modulator_mean_) @ self.modulator_patterns_ * self.channel_weights_
-        B = np.atleast_2d(self.coef_).T
-        return B + (self.source_patterns_ * gates) @ self.target_patterns_.T
+        gates = (z - self.modulator_mean_) @ self._array("modulator_patterns_")
+        B = np.atleast_2d(self._array("coef_")).T
+        B_z = B + (self._array("source_patterns_") * gates * self.channel_weights_) @ (
+            self._array("target_patterns_").T
+        )
+        labels = getattr(self, "_labels", None)
+        return B_z if labels is None else wrap_matrix(B_z, labels[0], labels[1])
 
     def modulation_tensor(self):
         """The modulation tensor ``W = sum_k lambda_k a_k o b_k o c_k``, shape (p, q, m)."""
@@ -378,9 +433,9 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         return np.einsum(
             "k,ik,jk,ak->ija",
             self.channel_weights_,
-            self.source_patterns_,
-            self.target_patterns_,
-            self.modulator_patterns_,
+            self._array("source_patterns_"),
+            self._array("target_patterns_"),
+            self._array("modulator_patterns_"),
         )
 
     def decompose(self, metric="euclidean"):
