@@ -46,11 +46,17 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         Baseline rank ``r``; None selects it by blocked cross-validation.
     n_channels : int or None, default=None
         Number of channels ``K``; None selects it (0 means no modulation found).
-    alpha : float, default=1e-3
-        Ridge penalty, relative to the data: the baseline penalty is ``alpha``
-        times the mean source variance times the number of samples, and each
-        channel factor's penalty is ``alpha`` times the mean diagonal of the
-        interaction scatter.
+    alpha : float, default=0.05
+        Ridge penalty on the baseline, relative to the data: ``alpha`` times
+        the mean per-sample source variance times ``p + q`` (the parameters
+        of one communication dimension). It grows with dimension, where
+        shrinkage pays, not with the number of samples.
+    alpha_channels : float or None, default=0.25
+        Ridge penalty on each channel factor, relative in the same way:
+        times the mean per-sample interaction variance times ``p + q + m``.
+        None uses ``alpha``. The defaults were chosen on simulations with
+        T = 300-500 samples for p = 150, q = 100 (see ``benchmarks/recovery.py``);
+        lower them when samples are plentiful.
     n_init : int, default=3
         Random restarts in addition to the deterministic HOSVD start.
     max_iter : int, default=200
@@ -115,7 +121,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         rank=None,
         n_channels=None,
         *,
-        alpha=1e-3,
+        alpha=0.05,
+        alpha_channels=0.25,
         n_init=3,
         max_iter=200,
         tol=1e-7,
@@ -132,6 +139,7 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         self.rank = rank
         self.n_channels = n_channels
         self.alpha = alpha
+        self.alpha_channels = alpha_channels
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
@@ -242,9 +250,15 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         return arr, info
 
     def _penalties(self, op):
+        # Per-sample variance times the number of parameters a component
+        # carries: the penalty grows with dimension (where shrinkage pays, few
+        # samples per parameter) but not with the number of samples, so the
+        # fit stays consistent as recordings get longer.
+        alpha_W = self.alpha if self.alpha_channels is None else self.alpha_channels
+        x_var = np.trace(op.Sxx) / (op.p * op.n)
         return {
-            "alpha_B": self.alpha * np.trace(op.Sxx) / op.p,
-            "alpha_W": self.alpha * op.interaction_scale,
+            "alpha_B": self.alpha * x_var * (op.p + op.q),
+            "alpha_W": alpha_W * op.interaction_scale / op.n * (op.p + op.q + op.m),
         }
 
     def _fit_without_modulator(self, X, y):

@@ -256,7 +256,8 @@ def fit_from_moments(
     rank,
     n_channels,
     *,
-    alpha=1e-3,
+    alpha=0.05,
+    alpha_channels=0.25,
     n_init=3,
     max_iter=200,
     tol=1e-7,
@@ -277,8 +278,8 @@ def fit_from_moments(
         Baseline rank ``r``.
     n_channels : int
         Number of channels ``K``.
-    alpha : float, default=1e-3
-        Relative ridge penalty (see :class:`mics.MICs`).
+    alpha, alpha_channels : float
+        Relative ridge penalties (see :class:`mics.MICs`).
     n_init, max_iter, tol
         As in :class:`mics.MICs`.
     random_state : int, RandomState or None
@@ -293,8 +294,8 @@ def fit_from_moments(
         - target_patterns @ w_mean`` with ``w_mean_k = weights_k *
         a_k^T phi_mean c_k`` (means from ``raw.centered()``).
     """
-    from mics._validation import check_rank
     from mics.estimators import _check_alpha
+    from mics.mic_estimator import MICs
     from mics.modulation import MomentOperator, fit_mic_model
 
     _check_alpha(alpha)
@@ -313,29 +314,26 @@ def fit_from_moments(
     else:
         raise TypeError(f"raw must be RawMoments or CenteredMoments, got {type(raw).__name__}.")
     p, q, m = cm.Sxx.shape[0], cm.Syy.shape[0], cm.Szz.shape[0]
-    check_rank(rank, p, q)
-    K = n_channels
-    if not isinstance(K, numbers.Integral) or isinstance(K, bool) or K < 0:
-        raise ValueError(f"n_channels must be a non-negative integer, got {K!r}.")
-    limit = min(p * q, p * m, q * m)
-    if limit < K:
-        raise ValueError(
-            f"n_channels={K} cannot be identified: a (source x target x modulator) "
-            f"= ({p} x {q} x {m}) tensor has CP rank at most min(p*q, p*m, q*m) = {limit}."
-        )
+    # The estimator's own checks and penalties, so both routes fit the same model.
+    settings = MICs(
+        rank,
+        n_channels,
+        alpha=alpha,
+        alpha_channels=alpha_channels,
+        n_init=n_init,
+        max_iter=max_iter,
+        tol=tol,
+    )
+    settings._check_params(p, q, m)
     op = MomentOperator(cm)
-    # The penalties of MICs._penalties: relative to the mean source variance
-    # (baseline) and to the mean diagonal of the interaction scatter (factors).
-    alpha_B = alpha * np.trace(op.Sxx) / op.p
-    alpha_W = alpha * op.interaction_scale
+    pen = settings._penalties(op)
     # MICs draws the fit's seed from its random_state the same way.
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
     return fit_mic_model(
         op,
         int(rank),
-        int(K),
-        alpha_B=alpha_B,
-        alpha_W=alpha_W,
+        int(n_channels),
+        **pen,
         n_init=n_init,
         max_iter=max_iter,
         tol=tol,

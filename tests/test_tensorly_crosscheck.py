@@ -193,7 +193,14 @@ def test_estimator_matches_tensorly():
     # penalised fits are slow; the penalised objective is checked above.
     X, Y, Z, W_tl, _, inputs, _ = _reference("symmetrised", 0.0)
     model = MICs(
-        rank=0, n_channels=K, alpha=0.0, n_init=3, max_iter=5000, tol=MICS_TOL, random_state=0
+        rank=0,
+        n_channels=K,
+        alpha=0.0,
+        alpha_channels=0.0,
+        n_init=3,
+        max_iter=5000,
+        tol=MICS_TOL,
+        random_state=0,
     ).fit(X, Y, Z)
     W = model.modulation_tensor()
     assert W.shape == (P, Q, M)
