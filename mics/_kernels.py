@@ -63,80 +63,75 @@ def khatri_rao_rows(X, Z, x_shift, z_shift, out):
 
 
 @_jit
-def contract_modulator_modes(M, C):
+def contract_modulator_modes(Mt, C):
     """Contract both modulator modes of the interaction scatter with ``C``.
 
     ``N[k, l, i, j] = sum_{a, b} C[a, k] C[b, l] M[i, a, j, b]``: the Gram of
-    the source-update design. ``M`` is symmetric under ``(i, a) <-> (j, b)``,
-    so only ``i <= j`` is computed, halving the work; the contraction is
-    done in one pass without the (p, m, p, K) temporary of ``tensordot``.
+    the source-update design. ``Mt`` is ``M`` laid out as (i, a, b, j) so
+    that every inner loop runs over contiguous ``j`` and vectorises; done in
+    one pass without the (p, m, p, K) temporary of ``tensordot``.
 
     Parameters
     ----------
-    M : ndarray of shape (p, m, p, m)
+    Mt : ndarray of shape (p, m, m, p)
+        ``M.transpose(0, 1, 3, 2)``, C-contiguous.
     C : ndarray of shape (m, K)
 
     Returns
     -------
     N : ndarray of shape (K, K, p, p)
     """
-    p, m = M.shape[0], M.shape[1]
+    p, m = Mt.shape[0], Mt.shape[1]
     K = C.shape[1]
     N = np.zeros((K, K, p, p))
-    tmp = np.empty((m, K))
+    tmp = np.empty((m, K, p))
     for i in range(p):
-        for j in range(i, p):
-            # tmp[a, l] = sum_b M[i, a, j, b] C[b, l]
-            for a in range(m):
+        # tmp[a, l, j] = sum_b M[i, a, j, b] C[b, l]
+        tmp[:] = 0.0
+        for a in range(m):
+            for b in range(m):
                 for l in range(K):
-                    s = 0.0
-                    for b in range(m):
-                        s += M[i, a, j, b] * C[b, l]
-                    tmp[a, l] = s
-            for k in range(K):
-                for l in range(K):
-                    s = 0.0
-                    for a in range(m):
-                        s += C[a, k] * tmp[a, l]
-                    N[k, l, i, j] = s
-                    N[l, k, j, i] = s
+                    cbl = C[b, l]
+                    for j in range(p):
+                        tmp[a, l, j] += Mt[i, a, b, j] * cbl
+        for k in range(K):
+            for l in range(K):
+                for a in range(m):
+                    cak = C[a, k]
+                    for j in range(p):
+                        N[k, l, i, j] += cak * tmp[a, l, j]
     return N
 
 
 @_jit
-def contract_source_modes(M, A):
+def contract_source_modes(Mt, At):
     """Contract both source modes of the interaction scatter with ``A``.
 
     ``N[k, l, a, b] = sum_{i, j} A[i, k] A[j, l] M[i, a, j, b]``: the Gram of
-    the modulator-update design, in one pass over ``M`` (which is streamed
-    once, the expensive part when p is large).
+    the modulator-update design, streaming ``M`` once with contiguous dot
+    products over ``j``.
 
     Parameters
     ----------
-    M : ndarray of shape (p, m, p, m)
-    A : ndarray of shape (p, K)
+    Mt : ndarray of shape (p, m, m, p)
+        ``M.transpose(0, 1, 3, 2)``, C-contiguous.
+    At : ndarray of shape (K, p)
+        ``A.T``, C-contiguous.
 
     Returns
     -------
     N : ndarray of shape (K, K, m, m)
     """
-    p, m = M.shape[0], M.shape[1]
-    K = A.shape[1]
-    # T[i, a, b, l] = sum_j M[i, a, j, b] A[j, l], accumulated row by row of M
+    p, m = Mt.shape[0], Mt.shape[1]
+    K = At.shape[0]
     N = np.zeros((K, K, m, m))
-    tmp = np.zeros((m, m, K))
     for i in range(p):
-        tmp[:] = 0.0
         for a in range(m):
-            for j in range(p):
-                for b in range(m):
-                    v = M[i, a, j, b]
-                    for l in range(K):
-                        tmp[a, b, l] += v * A[j, l]
-        for k in range(K):
-            aik = A[i, k]
-            for l in range(K):
-                for a in range(m):
-                    for b in range(m):
-                        N[k, l, a, b] += aik * tmp[a, b, l]
+            for b in range(m):
+                for l in range(K):
+                    s = 0.0
+                    for j in range(p):
+                        s += Mt[i, a, b, j] * At[l, j]
+                    for k in range(K):
+                        N[k, l, a, b] += At[k, i] * s
     return N

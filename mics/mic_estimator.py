@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
 
 from mics._labels import unwrap, wrap_matrix, wrap_patterns, wrap_timeseries
 from mics._validation import check_modulator, check_population, check_rank
@@ -210,7 +211,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             tol=self.tol,
             random_state=rng.randint(np.iinfo(np.int32).max),
         )
-        self._store(result, cm, rank)
+        with threadpool_limits(limits=1, user_api="blas"):  # small SVDs, see fit_mic_model
+            self._store(result, cm, rank)
         self._finish(y_1d)
         return self._label_outputs()
 

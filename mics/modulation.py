@@ -75,9 +75,10 @@ class MomentOperator(_LinearPart):
 
     def __init__(self, cm):
         self._init_linear(cm)
-        self.M = np.ascontiguousarray(cm.M)
+        # (i, a, b, j) layout: the kernels' inner loops then run over contiguous j
+        self.Mt = np.ascontiguousarray(cm.M.transpose(0, 1, 3, 2))
         self.Sphix, self.Sphiz, self.Sphiy = cm.Sphix, cm.Sphiz, cm.Sphiy
-        self.interaction_scale = float(np.einsum("iaia->", self.M)) / (self.p * self.m)
+        self.interaction_scale = float(np.einsum("iaia->", cm.M)) / (self.p * self.m)
 
     def set_baseline(self, B, D):
         # Cross-moments of the interaction with the baseline residual R.
@@ -93,10 +94,10 @@ class MomentOperator(_LinearPart):
         return self.Sphir
 
     def gram_source(self, C):
-        return _kernels.contract_modulator_modes(self.M, np.ascontiguousarray(C))
+        return _kernels.contract_modulator_modes(self.Mt, np.ascontiguousarray(C))
 
     def gram_modulator(self, A):
-        return _kernels.contract_source_modes(self.M, np.ascontiguousarray(A))
+        return _kernels.contract_source_modes(self.Mt, np.ascontiguousarray(A.T))
 
     def rhs_source(self, C, Bm):
         return np.einsum("iaj,ak,jk->ik", self.Sphir, C, Bm, optimize=True)
@@ -379,11 +380,18 @@ def interaction_init(op, n_channels, B, D, ridge=1e-3, full=False):
     Pz = solve_psd(op.Szz + ez * np.eye(m), np.eye(m))
     W = np.einsum("ij,ab,jbq->iaq", Px, Pz, S, optimize=True)
     K = n_channels
-    Ub = linalg.svd(W.transpose(2, 0, 1).reshape(q, -1), full_matrices=False)[0]
-    Uc = linalg.svd(W.transpose(1, 0, 2).reshape(m, -1), full_matrices=False)[0]
+    # leading left singular vectors of the unfoldings, from their small Grams
+    Ub = _leading_left_vectors(W.transpose(2, 0, 1).reshape(q, -1))
+    Uc = _leading_left_vectors(W.transpose(1, 0, 2).reshape(m, -1))
     if full:
         return Ub, Uc
     return _pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m)
+
+
+def _leading_left_vectors(F):
+    """Left singular vectors of a wide matrix, by decreasing singular value."""
+    evals, U = linalg.eigh(F @ F.T)
+    return U[:, ::-1]
 
 
 def _pad_columns(U, K, seed):

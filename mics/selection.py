@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 from sklearn.model_selection import KFold, check_cv
+from threadpoolctl import threadpool_limits
 
 from mics.reduced_rank import fit_reduced_rank
 from mics.scoring import normalized_squared_error, one_sem_rule
@@ -125,8 +126,12 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None):
     """NSE of a fitted model on a held-out block, from the block's raw moments.
 
     The prediction is linear in the augmented Khatri-Rao rows
-    ``kron([1, x], [1, z])``, so its squared error on the block is a
-    quadratic form in the block's moments: no pass over the data.
+    ``u = kron([1, x], [1, z])``: ``y_hat = Theta^T u``, so its squared error on
+    the block is a quadratic form in the block's moments and needs no pass
+    over the data. ``Theta`` has low rank (intercept, ``r`` baseline
+    dimensions, ``m`` additive terms, ``K`` channels) and is handled as
+    ``L R^T``, which makes the quadratic form cost ``d^2 (1 + r + m + K)``
+    instead of ``d^2 q`` (``d = (p + 1)(m + 1)``).
 
     Parameters
     ----------
@@ -145,31 +150,46 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None):
     """
     p, q = B.shape
     m = D.shape[0]
-    theta = np.zeros((p + 1, m + 1, q))
-    theta[0, 0] = cm_train.y_mean
-    theta[1:, 0] = B
-    theta[0, 1:] = D
+    left, right = [], []
+
+    intercept = cm_train.y_mean.copy()
+    U, s, Vt = np.linalg.svd(B, full_matrices=False)
+    for k in np.flatnonzero(s > s[:1].max(initial=0) * 1e-12):
+        L = np.zeros((p + 1, m + 1))
+        L[1:, 0] = U[:, k]
+        left.append(L)
+        right.append(s[k] * Vt[k])
+    for a in range(m):
+        L = np.zeros((p + 1, m + 1))
+        L[0, a + 1] = 1.0
+        left.append(L)
+        right.append(D[a])
     if fit is not None and fit.weights.size:
-        W = np.einsum(
-            "k,ik,ak,jk->iaj",
-            fit.weights,
-            fit.source_patterns,
-            fit.modulator_patterns,
-            fit.target_patterns,
-        )
-        theta[1:, 1:] = W
-        theta[0, 0] -= np.einsum("ia,iaj->j", cm_train.phi_mean, W)
+        for k in range(fit.weights.size):
+            L = np.zeros((p + 1, m + 1))
+            L[1:, 1:] = np.outer(fit.source_patterns[:, k], fit.modulator_patterns[:, k])
+            left.append(L)
+            right.append(fit.weights[k] * fit.target_patterns[:, k])
+            phi_term = fit.source_patterns[:, k] @ cm_train.phi_mean @ fit.modulator_patterns[:, k]
+            intercept = intercept - right[-1] * phi_term
+    L = np.zeros((p + 1, m + 1))
+    L[0, 0] = 1.0
+    left.append(L)
+    right.append(intercept)
+    Lt = np.stack(left, axis=-1)  # (p + 1, m + 1, S)
     # express the training-centred basis in the block's shifted basis
     dx = cm_train.x_mean - raw_test.x_shift
     dz = cm_train.z_mean - raw_test.z_shift
-    theta[0] -= np.einsum("i,iaj->aj", dx, theta[1:])
-    theta[:, 0] -= np.einsum("a,iaj->ij", dz, theta[:, 1:])
-    theta[0, 0] -= raw_test.y_shift
+    Lt[0] -= np.einsum("i,ias->as", dx, Lt[1:])
+    Lt[:, 0] -= np.einsum("a,ias->is", dz, Lt[:, 1:])
     d = (p + 1) * (m + 1)
-    T2 = theta.reshape(d, q)
-    G = raw_test.G.reshape(d, d)
+    Lm = np.column_stack([Lt.reshape(d, -1), np.eye(d, 1)])  # last: the y shift
+    Rm = np.column_stack(right + [-raw_test.y_shift])  # (q, S)
+    GL = raw_test.G.reshape(d, d) @ Lm
     rss = (
-        np.trace(raw_test.Syy) - 2 * np.sum(T2 * raw_test.Gy.reshape(d, q)) + np.sum(T2 * (G @ T2))
+        np.trace(raw_test.Syy)
+        - 2 * np.sum((Lm.T @ raw_test.Gy.reshape(d, q)) * Rm.T)
+        + np.sum((Lm.T @ GL) * (Rm.T @ Rm))
     )
     ysum = raw_test.Gy[0, 0]
     tss = np.trace(raw_test.Syy) - ysum @ ysum / raw_test.n
@@ -298,6 +318,14 @@ def select_mic_model(estimator, X, Y, Z, rng):
     interaction = estimator.solver_ == "moments"
     total, folds = _fold_moments(X, Y, Z, splitter, interaction)
     data = (X, Y, Z)
+    # Set once, before any worker thread starts: the fold fits are small dense
+    # solves (see fit_mic_model), and per-thread limits would race.
+    with threadpool_limits(limits=1, user_api="blas"):
+        rank, n_channels, results = _select(estimator, total, folds, data, rng, p, q, m)
+    return rank, n_channels, results, total
+
+
+def _select(estimator, total, folds, data, rng, p, q, m):
     results = {}
     if estimator.rank is None:
         ranks = list(range(0, min(estimator.max_rank, p, q) + 1))
@@ -321,7 +349,7 @@ def select_mic_model(estimator, X, Y, Z, rng):
         results.update(_prefixed(summary, "n_channels"))
     else:
         n_channels = int(estimator.n_channels)
-    return rank, n_channels, results, total
+    return rank, n_channels, results
 
 
 def _prefixed(summary, key):

@@ -53,8 +53,9 @@ RTOL = 1e-5  # agreement of the dense tensors (relative Frobenius)
 TL_TOL = 1e-12  # tensorly: relative change of ||W|| that stops it
 TL_SEEDS = (0, 1, 2)
 # With a penalty, CPRegressor needs thousands of sweeps (it never rebalances the
-# factor norms between modes), so penalised references use fewer starts.
-TL_SEEDS_PENALISED = (0, 1)
+# factor norms between modes), so penalised references use one start (all
+# starts reach the same optimum on these problems).
+TL_SEEDS_PENALISED = (1,)
 REG = 5.0  # absolute CP penalty of the penalised cases (scatter units)
 MICS_TOL = 1e-13  # mics: relative loss decrease that stops a stage
 
