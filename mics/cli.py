@@ -70,6 +70,8 @@ def _demo(args):
         from mics import plotting
 
         figs = {"channels.png": plotting.plot_channels(model)}
+        if args.select:
+            figs["cv_curves.png"] = plotting.plot_cv_curves(model)[0].figure
         if model.n_channels_:
             ax = plotting.plot_decomposition(model)
             figs["decomposition.png"] = ax.figure

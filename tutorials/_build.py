@@ -464,7 +464,9 @@ distribution under circular shifts of `Z` (which keep every
 autocorrelation). Here it runs only **5** shifts to stay quick, so the
 smallest attainable p-value is 1/6: **far too few for a real claim**; use
 hundreds. The minimum shift is 10 trials (490 samples), longer than the
-slow fluctuations of pupil and running within a trial.
+slow fluctuations of pupil and running within a trial. Each null fit runs
+the channel selection, whose capped candidate fits may print
+`ConvergenceWarning`s.
 """
     ),
     code(
@@ -481,6 +483,11 @@ test = mics.test_modulation(
 )
 print(f"{time.perf_counter() - t0:.1f} s:", test)
 print("null improvements:", test.null_distribution)
+if test.n_channels == 0:
+    print(
+        "Cross-validation keeps no channel on the real alignment, so the one-channel "
+        "fit above is not supported by these data: it illustrates the workflow only."
+    )
 """
     ),
     md(
