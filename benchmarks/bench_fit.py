@@ -348,7 +348,7 @@ def memory_child(T, p, q, m, mode):
     fit_mics(X0, Y0, Z0)  # imports, numba, BLAS buffers
     del X0, Y0, Z0
     rss_start = _rss_bytes()
-    X, Y, Z, _ = simulate(T, p, q, m)
+    X, Y, Z, _ = simulate(T, p, q, m, chunk=2048)  # small chunks: few temporaries
     inputs = X.nbytes + Y.nbytes + Z.nbytes
     rss_data = _rss_bytes()
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

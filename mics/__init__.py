@@ -24,3 +24,19 @@ __all__ = [
     "preprocessing",
 ]
 __version__ = "0.1.0"
+
+# Submodules loaded on first use, so `import mics` stays light (matplotlib and
+# dask are imported only by the modules that need them).
+_LAZY = ("decomposition", "parallel", "plotting", "recovery", "selection")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"mics.{name}")
+    raise AttributeError(f"module 'mics' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

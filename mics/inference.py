@@ -15,7 +15,7 @@ from joblib import Parallel, delayed
 from scipy.optimize import linear_sum_assignment
 from sklearn.base import clone
 from sklearn.utils import check_random_state
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 __all__ = ["ModulationTest", "test_modulation", "bootstrap_channels"]
 

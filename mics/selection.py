@@ -285,7 +285,7 @@ def _data_heldout_loss(data, test, cm, B, D, fit):
 
 def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, desc):
     from joblib import Parallel, delayed
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     jobs = (
         delayed(_fold_task)(estimator, total, fold, data, stage, rank, candidates, seed)
