@@ -52,7 +52,6 @@ SIZES = {
     "large": dict(T=20000, p=300, q=100, m=3),
 }
 RANK, K = 3, 2
-ALPHA = 1e-3  # mics' default relative penalty, used by every method
 N_INIT = 3  # random restarts on top of the deterministic (HOSVD) start
 PROBE_SWEEPS = 10
 MAX_ITER = 200
@@ -99,36 +98,48 @@ def rel_error(W, W_hat):
 
 
 # ----------------------------------------------------------------------------- mics
-def fit_mics(X, Y, Z, seed=0):
+def mics_model(seed=0):
+    """``MICs(rank=3, n_channels=2)`` with its default penalties."""
     from mics import MICs
 
-    model = MICs(rank=RANK, n_channels=K, alpha=ALPHA, n_init=N_INIT, verbose=0)
-    model.set_params(random_state=seed, max_iter=MAX_ITER, tol=TOL)
-    model.fit(X, Y, Z)
-    return model.modulation_tensor()
+    model = MICs(rank=RANK, n_channels=K, n_init=N_INIT, verbose=0)
+    return model.set_params(random_state=seed, max_iter=MAX_ITER, tol=TOL)
+
+
+def fit_mics(X, Y, Z, seed=0):
+    return mics_model(seed).fit(X, Y, Z).modulation_tensor()
+
+
+def mics_penalties(X, Y, Z):
+    """The absolute penalties ``(alpha_B, alpha_W)`` mics' default fit uses here.
+
+    Taken from the estimator itself (its relative-to-absolute rule is
+    private and has changed), so that every method minimises the same loss.
+    """
+    from mics.modulation import DataOperator
+    from mics.moments import compute_moments
+
+    cm = compute_moments(X, Y, Z, interaction=False).centered()
+    pen = mics_model()._penalties(DataOperator(cm, X, Y, Z))
+    return float(pen["alpha_B"]), float(pen["alpha_W"])
 
 
 # ----------------------------------------------------------------------------- numpy ALS
 class NumpyALS:
     """The MIC model by alternating ``np.linalg.lstsq`` solves in data space.
 
-    Penalties follow ``MICs(alpha=ALPHA)``: ``alpha_B = alpha tr(Sxx)/p``
-    on the baseline's least-squares step and ``alpha_W = alpha x`` (mean
-    diagonal of the centred interaction scatter) on each CP factor, added as
-    ``sqrt(alpha) I`` rows to each least-squares design.
+    Penalties: the absolute ``alpha_B`` (baseline least-squares step) and
+    ``alpha_W`` (each CP factor) of mics' default fit on the same data
+    (:func:`mics_penalties`), added as ``sqrt(alpha) I`` rows to each
+    least-squares design.
     """
 
-    def __init__(self, X, Y, Z, rank=RANK, n_channels=K, alpha=ALPHA):
+    def __init__(self, X, Y, Z, penalties, rank=RANK, n_channels=K):
         self.X = X - X.mean(0)
         self.Z = Z - Z.mean(0)
         self.Y = Y - Y.mean(0)
         self.r, self.K = rank, n_channels
-        T, p = self.X.shape
-        m = self.Z.shape[1]
-        self.alpha_B = alpha * float(np.sum(self.X**2)) / p
-        sq = np.sum(np.sum(self.X**2, 1) * np.sum(self.Z**2, 1))
-        xz = self.X.T @ self.Z
-        self.alpha_W = alpha * float(sq - np.sum(xz**2) / T) / (p * m)
+        self.alpha_B, self.alpha_W = penalties
         # the modulator-residualised source (D is profiled out of the baseline)
         self.Zpinv = np.linalg.pinv(self.Z)
         self.Xt = self.X - self.Z @ (self.Zpinv @ self.X)
@@ -232,14 +243,14 @@ class NumpyALS:
         return np.einsum("ik,jk,ak->ija", A, Bm, C)
 
 
-def fit_numpy_als(X, Y, Z, seed=0):
-    return NumpyALS(X, Y, Z).fit(seed=seed)
+def fit_numpy_als(X, Y, Z, penalties, seed=0):
+    return NumpyALS(X, Y, Z, penalties).fit(seed=seed)
 
 
 # ----------------------------------------------------------------------------- tensorly
-def tensorly_problem(X, Y, Z):
+def tensorly_problem(X, Y, Z, penalties):
     """Centred interaction inputs (T, p, m), baseline residual (T, q), reg_W."""
-    als = NumpyALS(X, Y, Z)
+    als = NumpyALS(X, Y, Z, penalties)
     B, D = als.baseline(als.Y)
     R = als.Y - als.X @ B - als.Z @ D
     phi = np.einsum("ti,ta->tia", als.X, als.Z)
@@ -274,8 +285,9 @@ def timed(fn, repeats):
 def warm_up():
     X, Y, Z, _ = simulate(400, 12, 10, 3, seed=99)
     fit_mics(X, Y, Z)
-    fit_numpy_als(X, Y, Z)
-    phi, R, reg = tensorly_problem(X, Y, Z)
+    pen = mics_penalties(X, Y, Z)
+    fit_numpy_als(X, Y, Z, pen)
+    phi, R, reg = tensorly_problem(X, Y, Z, pen)
     fit_tensorly(phi, R, reg)
 
 
@@ -285,7 +297,8 @@ def run_size(name, repeats, ref_repeats, tensorly_per_flop):
     rows = []
     t_mics, W_mics = timed(lambda: fit_mics(X, Y, Z), repeats)
     rows.append(("mics", t_mics, rel_error(W, W_mics), f"{repeats} repeats"))
-    t_np, W_np = timed(lambda: fit_numpy_als(X, Y, Z), ref_repeats)
+    pen = mics_penalties(X, Y, Z)  # same absolute penalties for every method
+    t_np, W_np = timed(lambda: fit_numpy_als(X, Y, Z, pen), ref_repeats)
     rows.append(("numpy-als", t_np, rel_error(W, W_np), f"{ref_repeats} repeats; lstsq"))
     mem, flops = tensorly_cost(**cfg)
     estimate = None if tensorly_per_flop is None else tensorly_per_flop * flops * MAX_ITER
@@ -295,7 +308,7 @@ def run_size(name, repeats, ref_repeats, tensorly_per_flop):
             why += f", est. ~{estimate / 60:.0f} min for {MAX_ITER} sweeps"
         rows.append(("tensorly", float("nan"), float("nan"), why))
     else:
-        phi, R, reg = tensorly_problem(X, Y, Z)
+        phi, R, reg = tensorly_problem(X, Y, Z, pen)
         t_tl, (W_tl, n_it) = timed(lambda: fit_tensorly(phi, R, reg), ref_repeats)
         note = f"{ref_repeats} repeats; 1 start, {n_it} sweeps, interaction only"
         rows.append(("tensorly", t_tl, rel_error(W, W_tl), note))

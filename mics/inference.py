@@ -179,9 +179,11 @@ def bootstrap_channels(
     -------
     xarray.Dataset
         ``channel_weights``, ``source_patterns``, ``target_patterns``,
-        ``modulator_patterns`` and the decomposition fractions, each with a
-        ``bound`` dimension (``low``, ``high``), plus the raw draws with a
-        ``boot`` dimension.
+        ``modulator_patterns``, the per-channel decomposition fractions
+        (``reshape``, ...) and the whole-tensor ones (``total_reshape``, ...),
+        each with a ``bound`` dimension (``low``, ``high``); the raw draws as
+        ``*_draws`` with a ``boot`` dimension. Pass it as ``intervals`` to
+        :func:`mics.decomposition.summarize`.
     """
     import xarray as xr
 
@@ -203,15 +205,13 @@ def bootstrap_channels(
             disable=not verbose,
         )
     )
-    draws = {k: [] for k in ("w", "a", "b", "c", "frac")}
+    draws = {k: [] for k in ("w", "a", "b", "c", "frac", "total")}
     parts = ("reshape", "private_source", "private_target", "new")
     for f in fits:
         order = _align(model, f)
-        a, b, c = (
-            f.source_patterns_[:, order],
-            f.target_patterns_[:, order],
-            f.modulator_patterns_[:, order],
-        )
+        a = f.source_patterns_[:, order]
+        b = f.target_patterns_[:, order]
+        c = f.modulator_patterns_[:, order]
         sa = np.sign(np.sum(a * model.source_patterns_, axis=0))
         sb = np.sign(np.sum(b * model.target_patterns_, axis=0))
         draws["w"].append(f.channel_weights_[order])
@@ -220,7 +220,7 @@ def bootstrap_channels(
         draws["c"].append(c * sa * sb)
         dec = decompose(f)
         draws["frac"].append([dec[p].values[order] for p in parts])
-    lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+        draws["total"].append([float(dec[f"total_{p}"]) for p in parts])
     ds = xr.Dataset(
         {
             "channel_weights": (("boot", "channel"), np.asarray(draws["w"])),
@@ -230,11 +230,16 @@ def bootstrap_channels(
         }
     )
     frac = np.asarray(draws["frac"])  # (boot, part, channel)
+    total = np.asarray(draws["total"])  # (boot, part)
     for i, p in enumerate(parts):
         ds[p] = (("boot", "channel"), frac[:, i])
+        ds[f"total_{p}"] = ("boot", total[:, i])
+    lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+    # Intervals carry the decomposition's own variable names with a `bound`
+    # dimension, so `mics.decomposition.summarize(model.decompose(), out)`
+    # reports them; the draws stay available with a `_draws` suffix.
     bounds = ds.quantile([lo, hi], dim="boot").rename(quantile="bound")
-    bounds = bounds.assign_coords(bound=["low", "high"])
-    out = bounds.rename({k: f"{k}_interval" for k in bounds.data_vars})
+    out = bounds.assign_coords(bound=["low", "high"])
     out = xr.merge([out, ds.rename({k: f"{k}_draws" for k in ds.data_vars})])
     out.attrs.update(confidence=confidence, n_boot=n_boot, block_length=block_length)
     return out

@@ -102,10 +102,18 @@ def test_bootstrap_intervals_cover_the_truth():
         warnings.simplefilter("ignore")
         model = mics.MICs(rank=3, n_channels=2, random_state=0, max_iter=50).fit(X, Y, Z)
         boot = mics.bootstrap_channels(model, X, Y, Z, n_boot=30, random_state=0, verbose=0)
-    lo = boot["channel_weights_interval"].sel(bound="low").values
-    hi = boot["channel_weights_interval"].sel(bound="high").values
+    lo = boot["channel_weights"].sel(bound="low").values
+    hi = boot["channel_weights"].sel(bound="high").values
     assert np.all(lo <= hi)
     assert np.all((lo < truth["weights"] * 1.05) & (hi > truth["weights"] * 0.95))
     # aligned draws agree in sign with the full fit
     draws = boot["source_patterns_draws"].values
     assert np.all(np.einsum("bpk,pk->bk", draws, model.source_patterns_) > 0)
+    # the whole-tensor fractions' intervals reach the readable summary
+    from mics.decomposition import summarize
+
+    text = summarize(model.decompose(), intervals=boot)
+    assert "CI" in text
+    for part in ("reshape", "private_source", "private_target", "new"):
+        lo_t, hi_t = boot[f"total_{part}"].sel(bound=["low", "high"]).values
+        assert 0.0 <= lo_t <= hi_t <= 1.0
