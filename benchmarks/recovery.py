@@ -247,7 +247,7 @@ def plot(summary, path):
             color = f"C{i}"
             ax_fms.plot(T, [r["fms"] for r in rows], "o-", color=color, label=geometry)
             ax_nse.plot(T, [1 - r["nse_mics"] for r in rows], "o-", color=color, label=geometry)
-            ax_nse.plot(T, [1 - r["nse_state_rrr"] for r in rows], "s--", color=color, alpha=0.6)
+            ax_nse.plot(T, [1 - r["nse_state_ridge_rrr"] for r in rows], "s--", color=color, alpha=0.6)
             ax_nse.plot(T, [1 - r["nse_true"] for r in rows], ":", color=color, alpha=0.6)
         for (T, tp, tq), target in TARGETS.items():
             if (tp, tq) == (p, q):
@@ -263,7 +263,7 @@ def plot(summary, path):
             ylim=(min(min(shown), -0.1) - 0.02, max(shown) + 0.05),
             xlabel="training samples T",
             ylabel="held-out 1 - NSE",
-            title="MICs (solid), state-split RRR (dashed), truth (dotted)",
+            title="MICs (solid), state-split ridge RRR (dashed), truth (dotted)",
         )
         ax_fms.legend(fontsize=8)
         ticks = sorted({r["n_samples"] for r in summary})
