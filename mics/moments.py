@@ -225,7 +225,8 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
             G = blas.dsyrk(1.0, U.T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
             Gy += U.T @ Yc
             Syy += Yc.T @ Yc
-        G = np.triu(G) + np.triu(G, 1).T
+        # dsyrk filled the upper triangle only (the lower one is still zero)
+        G += np.triu(G, 1).T
         G = G.reshape(p + 1, m + 1, p + 1, m + 1)
         Gy = Gy.reshape(p + 1, m + 1, q)
     else:
