@@ -187,11 +187,16 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None):
     d = (p + 1) * (m + 1)
     Lm = np.column_stack([Lt.reshape(d, -1), np.eye(d, 1)])  # last: the y shift
     Rm = np.column_stack(right + [-raw_test.y_shift])  # (q, S)
-    GL = raw_test.G.reshape(d, d) @ Lm
+    # Only the rows Theta touches matter (the linear part alone for
+    # channel-free candidates): restrict the Gram to them.
+    rows = np.flatnonzero(np.any(Lm != 0, axis=1))
+    Lr = Lm[rows]
+    G = raw_test.G.reshape(d, d)
+    GL = (G[np.ix_(rows, rows)] if rows.size < d else G) @ Lr
     rss = (
         np.trace(raw_test.Syy)
-        - 2 * np.sum((Lm.T @ raw_test.Gy.reshape(d, q)) * Rm.T)
-        + np.sum((Lm.T @ GL) * (Rm.T @ Rm))
+        - 2 * np.sum((Lr.T @ raw_test.Gy.reshape(d, q)[rows]) * Rm.T)
+        + np.sum((Lr.T @ GL) * (Rm.T @ Rm))
     )
     ysum = raw_test.Gy[0, 0]
     tss = np.trace(raw_test.Syy) - ysum @ ysum / raw_test.n
