@@ -247,7 +247,9 @@ def plot(summary, path):
             color = f"C{i}"
             ax_fms.plot(T, [r["fms"] for r in rows], "o-", color=color, label=geometry)
             ax_nse.plot(T, [1 - r["nse_mics"] for r in rows], "o-", color=color, label=geometry)
-            ax_nse.plot(T, [1 - r["nse_state_ridge_rrr"] for r in rows], "s--", color=color, alpha=0.6)
+            ax_nse.plot(
+                T, [1 - r["nse_state_ridge_rrr"] for r in rows], "s--", color=color, alpha=0.6
+            )
             ax_nse.plot(T, [1 - r["nse_true"] for r in rows], ":", color=color, alpha=0.6)
         for (T, tp, tq), target in TARGETS.items():
             if (tp, tq) == (p, q):

@@ -42,17 +42,6 @@ def test_contract_modulator_modes_matches_einsum(rng, p, m, K):
     np.testing.assert_allclose(_kernels.contract_modulator_modes(Mt, C), twin, rtol=1e-12)
 
 
-@pytest.mark.parametrize("p,m,K", [(6, 3, 2), (4, 1, 1), (5, 4, 3)])
-def test_contract_source_modes_matches_einsum(rng, p, m, K):
-    M = _symmetric_moment(rng, p, m)
-    A = rng.standard_normal((p, K))
-    twin = np.einsum("ik,jl,iajb->klab", A, A, M)
-    Mt = np.ascontiguousarray(M.transpose(0, 1, 3, 2))
-    np.testing.assert_allclose(
-        _kernels.contract_source_modes(Mt, np.ascontiguousarray(A.T)), twin, rtol=1e-12
-    )
-
-
 def test_import_works_from_a_read_only_install(tmp_path):
     # A read-only package directory and no writable home: numba has no cache
     # locator; importing the kernels must still work (falling back to no cache).

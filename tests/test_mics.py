@@ -200,3 +200,12 @@ def test_fit_mic_model_direct_functional_core(data):
     np.testing.assert_allclose(res.coef, B)
     dop = DataOperator(cm, X[:500, :20], Y[:500, :10], Z[:500])
     np.testing.assert_allclose(dop.interaction_scale, MomentOperator(cm).interaction_scale)
+
+
+def test_modulator_gram_matches_its_definition(data):
+    # MomentOperator.gram_modulator (BLAS route) against the einsum definition.
+    X, Y, Z, _ = data
+    cm = compute_moments(X[:300, :12], Y[:300, :6], Z[:300]).centered()
+    A = np.random.default_rng(0).standard_normal((12, 3))
+    twin = np.einsum("ik,jl,iajb->klab", A, A, cm.M)
+    np.testing.assert_allclose(MomentOperator(cm).gram_modulator(A), twin, rtol=1e-10)

@@ -1,0 +1,89 @@
+"""Where numba wins and where BLAS was kept: each kernel against its NumPy route.
+
+Prints, per kernel, the median time of the numba kernel and of the best
+NumPy formulation of the same computation, measured in the same run, and
+their ratio. Run: ``python benchmarks/bench_kernels.py [--p 300 --m 3 --K 4]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from mics import _kernels
+
+
+def median_time(func, repeats):
+    func()  # warm-up (compilation, caches)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--p", type=int, default=300)
+    parser.add_argument("--m", type=int, default=3)
+    parser.add_argument("--K", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=3000, help="rows per moment chunk")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    p, m, K, n = args.p, args.m, args.K, args.rows
+    rng = np.random.default_rng(0)
+    X, Z = rng.standard_normal((n, p)), rng.standard_normal((n, m))
+    xs, zs = X.mean(0), Z.mean(0)
+    F = rng.standard_normal((4 * p * m, p * m))
+    M = (F.T @ F).reshape(p, m, p, m)
+    Mt = np.ascontiguousarray(M.transpose(0, 1, 3, 2))
+    C, A = rng.standard_normal((m, K)), rng.standard_normal((p, K))
+    out = np.empty((n, (p + 1) * (m + 1)))
+
+    def kr_numpy():
+        xt = np.column_stack([np.ones(n), X - xs])
+        zt = np.column_stack([np.ones(n), Z - zs])
+        return (xt[:, :, None] * zt[:, None, :]).reshape(n, -1)
+
+    def modes_numpy():
+        T1 = np.tensordot(M, C, axes=([3], [0]))  # (p, m, p, K)
+        return np.einsum("ak,iajl->klij", C, T1, optimize=True)
+
+    def source_blas():
+        # what MomentOperator.gram_modulator does (kept in BLAS: it wins)
+        T1 = (Mt.reshape(p * m * m, p) @ A).reshape(p, m * m * K)
+        return (A.T @ T1).reshape(K, m, m, K).transpose(0, 3, 1, 2)
+
+    cases = [
+        (
+            "khatri_rao_rows (chunk build)",
+            lambda: _kernels.khatri_rao_rows(X, Z, xs, zs, out),
+            kr_numpy,
+        ),
+        (
+            "contract_modulator_modes",
+            lambda: _kernels.contract_modulator_modes(Mt, C),
+            modes_numpy,
+        ),
+    ]
+    print(f"p={p} m={m} K={K} rows={n}; one BLAS thread (as inside the fits)")
+    print(f"{'kernel':32s} {'numba ms':>9s} {'numpy ms':>9s} {'numpy/numba':>12s}")
+    with threadpool_limits(limits=1, user_api="blas"):
+        for name, fast, slow in cases:
+            t_fast = median_time(fast, args.repeats)
+            t_slow = median_time(slow, args.repeats)
+            print(f"{name:32s} {1e3 * t_fast:9.2f} {1e3 * t_slow:9.2f} {t_slow / t_fast:12.2f}")
+        t_src = median_time(source_blas, args.repeats)
+    print(f"{'(kept in BLAS) source-mode contr.':32s} {1e3 * t_src:9.2f}")
+    # The Gram of the Khatri-Rao rows stays with BLAS (dsyrk runs at peak).
+    U = kr_numpy()
+    t_syrk = median_time(lambda: U.T @ U, max(3, args.repeats // 4))
+    print(f"{'(kept in BLAS) Gram of a chunk':32s} {1e3 * t_syrk:9.2f}")
+
+
+if __name__ == "__main__":
+    main()
