@@ -173,6 +173,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         self
         """
         _check_alpha(self.alpha)
+        if self.alpha_channels is not None:
+            _check_alpha(self.alpha_channels)
         # Labelled inputs are unwrapped here; the core sees (time, neuron) arrays.
         X, ix = unwrap(X, "X")
         y, iy = unwrap(y, "Y")

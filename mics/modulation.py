@@ -341,7 +341,7 @@ def _als_sweeps(op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None):
         H_int = _contract_pair(N_A, C)
         g = op.rhs_target(A, C)
         Hr = H_int + alpha_W * np.eye(H_int.shape[0])
-        Bm = linalg.solve(Hr, g.T, assume_a="pos").T
+        Bm = solve_psd(Hr, g.T).T
         # At the target block's optimum, rr - <g, Bm> is the squared error plus
         # alpha ||Bm||^2; the squared error alone is invariant to rebalancing.
         sq_err = op.rr - float(np.sum(g * Bm)) - alpha_W * float(np.sum(Bm**2))
@@ -485,8 +485,8 @@ def fit_mic_model(
         Maximum sweeps for the modulation stage and for the joint stage.
     tol : float
         Relative loss decrease below which a stage has converged.
-    random_state : numpy.random.Generator
-        Source of the random restarts.
+    random_state : int, numpy.random.Generator or None
+        Seed of the random restarts.
 
     Returns
     -------
