@@ -221,6 +221,13 @@ def test_nwb_two_areas_round_trip_into_model_inputs(nwb_file):
     # 5 Hz pupil is linear in time: interpolation (and the blink fill) is exact.
     np.testing.assert_allclose(Z.sel(modulator="pupil").values, 3 + 0.05 * frames)
 
+    # ...and a MIC fit runs on them, with patterns labelled by ROI and behaviour.
+    model = mics.MICs(rank=1, n_channels=1, random_state=0).fit(X, Y, Z)
+    assert list(model.source_patterns_.neuron.values) == list(X.neuron.values)
+    assert list(model.modulator_patterns_.modulator.values) == ["running_speed", "pupil"]
+    plain = mics.MICs(rank=1, n_channels=1, random_state=0).fit(X.values, Y.values, Z.values)
+    np.testing.assert_allclose(model.predict(X, Z).values, plain.predict(X.values, Z.values))
+
 
 def test_nwb_select_series_and_behaviour(nwb_file):
     path, truth = nwb_file
