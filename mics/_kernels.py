@@ -4,8 +4,8 @@ This module imports only numpy and numba (pynapple's rule), so the rest of
 the package stays importable and testable without looking at JIT details.
 Every kernel has a pure-NumPy twin in ``tests/test_kernels.py``.
 
-Where BLAS already runs at peak the callers use it directly: the Gram of
-the Khatri-Rao rows (``dsyrk``), the weighted Grams of the data-space path,
+Where BLAS already runs at peak the callers use it directly: the rank-k
+updates of the moment pass (``dsyrk``), the weighted Grams of the data-space path,
 and the contraction of the interaction scatter's *source* modes, which is
 two plain matrix products in the (i, a, b, j) layout (2.5x faster than a
 numba loop, ``benchmarks/bench_kernels.py``). The kernels here fuse work
@@ -32,36 +32,42 @@ def _jit(func):
 
 
 @_jit
-def khatri_rao_rows(X, Z, x_shift, z_shift, out):
-    """Row-wise Kronecker products of augmented, shifted samples.
+def split_weighted_rows(Xt, w, pos, neg):
+    """Rows scaled by ``sqrt(|w|)``, sorted into two buffers by the sign of ``w``.
 
-    ``out[t] = kron([1, X[t] - x_shift], [1, Z[t] - z_shift])``, written in
-    place: one pass, no temporaries (NumPy needs the shifted copies and a
-    broadcast product first).
+    Then ``Xt^T diag(w) Xt = pos^T pos - neg^T neg``: two BLAS rank-k updates
+    whose row counts add up to one, for a weighted Gram that BLAS has no
+    routine for. One pass, no temporaries (NumPy needs the scaled copy and
+    two boolean gathers).
 
     Parameters
     ----------
-    X : ndarray of shape (n, p)
-    Z : ndarray of shape (n, m)
-    x_shift : ndarray of shape (p,)
-    z_shift : ndarray of shape (m,)
-    out : ndarray of shape (n, (p + 1) * (m + 1))
+    Xt : ndarray of shape (n, d)
+    w : ndarray of shape (n,)
+    pos, neg : ndarray of shape (>= n, d)
+        Output buffers, filled from the top.
+
+    Returns
+    -------
+    n_pos, n_neg : int
+        Rows written to ``pos`` and ``neg`` (rows with ``w == 0`` are dropped).
     """
-    n, p = X.shape
-    m = Z.shape[1]
-    m1 = m + 1
-    zt = np.empty(m1)
+    n, d = Xt.shape
+    n_pos = 0
+    n_neg = 0
     for t in range(n):
-        zt[0] = 1.0
-        for a in range(m):
-            zt[a + 1] = Z[t, a] - z_shift[a]
-        for a in range(m1):
-            out[t, a] = zt[a]
-        for i in range(p):
-            xi = X[t, i] - x_shift[i]
-            base = (i + 1) * m1
-            for a in range(m1):
-                out[t, base + a] = xi * zt[a]
+        wt = w[t]
+        if wt > 0.0:
+            s = np.sqrt(wt)
+            for j in range(d):
+                pos[n_pos, j] = s * Xt[t, j]
+            n_pos += 1
+        elif wt < 0.0:
+            s = np.sqrt(-wt)
+            for j in range(d):
+                neg[n_neg, j] = s * Xt[t, j]
+            n_neg += 1
+    return n_pos, n_neg
 
 
 @_jit

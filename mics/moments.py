@@ -172,9 +172,13 @@ def _chunk_rows(n_cols):
 def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     """Accumulate the raw moments in one chunked pass.
 
-    The T x (p+1)(m+1) Khatri-Rao matrix is never materialised: each chunk's
-    rows are built in a reused buffer (numba) and their Gram added with a
-    BLAS rank-k update, which runs at the machine's peak.
+    The T x (p+1)(m+1) Khatri-Rao matrix is never materialised. Its Gram has
+    a structure a plain rank-k update would ignore: the block of modulator
+    pair ``(a, b)`` is ``X~^T diag(z~_a z~_b) X~`` (``X~ = [1, x]``), the same
+    for ``(b, a)``. So only the ``(m+1)(m+2)/2`` distinct blocks are formed,
+    each by BLAS rank-k updates of the rows scaled by ``sqrt(|z~_a z~_b|)``,
+    split by the weight's sign (numba; every row lands in exactly one of the
+    two updates). That is 10/16 of the work of the full Gram for m = 3.
 
     Parameters
     ----------
@@ -185,12 +189,11 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
         Defaults to the column means (cheap first pass). Pass the same shifts
         to make moments of different blocks addable.
     chunk_size : int, optional
-        Rows per chunk (default: about 32 MiB of Khatri-Rao rows).
+        Rows per chunk (default: about 16 MiB of source rows per buffer).
     interaction : bool
-        If False, only the source/modulator part (``m`` taken as 0 in the
-        Khatri-Rao rows is not possible, so ``Z`` is still used) is skipped:
-        the Gram covers ``[1, x, z]`` only and interaction moments are zero.
-        Used by the data-space path, where ``Phi^T Phi`` would not fit.
+        If False, the Gram covers ``[1, x, z]`` only and the interaction
+        moments are zero: for the data-space path, where ``Phi^T Phi`` would
+        not fit in memory.
 
     Returns
     -------
@@ -202,35 +205,43 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     if shifts is None:
         shifts = (X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
     x_shift, z_shift, y_shift = (np.ascontiguousarray(s, dtype=np.float64) for s in shifts)
-    if interaction:
-        d = (p + 1) * (m + 1)
-        G = np.zeros((d, d), order="F")
-        Gy = np.zeros((d, q))
-        rows = chunk_size or _chunk_rows(d)
-        buf = np.empty((min(rows, n), d))
-        Syy = np.zeros((q, q))
-        for start in range(0, n, rows):
-            stop = min(start + rows, n)
-            U = buf[: stop - start]
-            _kernels.khatri_rao_rows(
-                np.ascontiguousarray(X[start:stop]),
-                np.ascontiguousarray(Z[start:stop]),
-                x_shift,
-                z_shift,
-                U,
-            )
-            Yc = Y[start:stop] - y_shift
-            # dsyrk on U^T (Fortran view of the C-ordered chunk): upper triangle
-            # of G += U^T U, accumulated in place.
-            G = blas.dsyrk(1.0, U.T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
-            Gy += U.T @ Yc
-            Syy += Yc.T @ Yc
-        # dsyrk filled the upper triangle only (the lower one is still zero)
-        G += np.triu(G, 1).T
-        G = G.reshape(p + 1, m + 1, p + 1, m + 1)
-        Gy = Gy.reshape(p + 1, m + 1, q)
-    else:
+    if not interaction:
         G, Gy, Syy = _linear_moments(X, Y, Z, x_shift, z_shift, y_shift)
+        return RawMoments(n, x_shift, z_shift, y_shift, G, Gy, Syy)
+    pt, mt = p + 1, m + 1
+    pairs = [(a, b) for a in range(mt) for b in range(a, mt)]
+    blocks = {ab: np.zeros((pt, pt), order="F") for ab in pairs}
+    Gy = np.zeros((pt, mt, q))
+    Syy = np.zeros((q, q))
+    rows = min(chunk_size or _chunk_rows(pt) // 2, n)
+    Xt = np.empty((rows, pt))
+    Zt = np.empty((rows, mt))
+    pos, neg = np.empty((rows, pt)), np.empty((rows, pt))
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        k = stop - start
+        Xk, Zk = Xt[:k], Zt[:k]
+        Xk[:, 0], Zk[:, 0] = 1.0, 1.0
+        np.subtract(X[start:stop], x_shift, out=Xk[:, 1:])
+        np.subtract(Z[start:stop], z_shift, out=Zk[:, 1:])
+        Yc = Y[start:stop] - y_shift
+        for a, b in pairs:
+            n_pos, n_neg = _kernels.split_weighted_rows(Xk, Zk[:, a] * Zk[:, b], pos, neg)
+            # dsyrk on the transposed (Fortran) view: upper triangle, in place
+            c = blocks[a, b]
+            if n_pos:
+                c = blas.dsyrk(1.0, pos[:n_pos].T, beta=1.0, c=c, trans=0, lower=0, overwrite_c=1)
+            if n_neg:
+                c = blas.dsyrk(-1.0, neg[:n_neg].T, beta=1.0, c=c, trans=0, lower=0, overwrite_c=1)
+            blocks[a, b] = c
+        for a in range(mt):
+            Gy[:, a] += Xk.T @ (Zk[:, a : a + 1] * Yc)
+        Syy += Yc.T @ Yc
+    G = np.empty((pt, mt, pt, mt))
+    for (a, b), c in blocks.items():
+        c += np.triu(c, 1).T  # dsyrk filled the upper triangle only
+        G[:, a, :, b] = c
+        G[:, b, :, a] = c
     return RawMoments(n, x_shift, z_shift, y_shift, G, Gy, Syy)
 
 

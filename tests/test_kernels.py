@@ -17,15 +17,21 @@ def rng():
     return np.random.default_rng(7)
 
 
-def test_khatri_rao_rows_matches_numpy(rng):
-    X, Z = rng.standard_normal((13, 5)), rng.standard_normal((13, 3))
-    xs, zs = rng.standard_normal(5), rng.standard_normal(3)
-    out = np.empty((13, 6 * 4))
-    _kernels.khatri_rao_rows(X, Z, xs, zs, out)
-    xt = np.column_stack([np.ones(13), X - xs])
-    zt = np.column_stack([np.ones(13), Z - zs])
-    twin = np.stack([np.kron(xt[t], zt[t]) for t in range(13)])
-    np.testing.assert_allclose(out, twin, rtol=1e-14, atol=1e-14)
+@pytest.mark.parametrize("n", [1, 17])
+def test_split_weighted_rows_matches_numpy(rng, n):
+    Xt = rng.standard_normal((n, 5))
+    w = rng.standard_normal(n)
+    w[::4] = 0.0  # zero weights are dropped
+    pos, neg = np.full((n, 5), np.nan), np.full((n, 5), np.nan)
+    n_pos, n_neg = _kernels.split_weighted_rows(Xt, w, pos, neg)
+    twin_pos = (Xt * np.sqrt(np.abs(w))[:, None])[w > 0]
+    twin_neg = (Xt * np.sqrt(np.abs(w))[:, None])[w < 0]
+    assert (n_pos, n_neg) == (len(twin_pos), len(twin_neg))
+    np.testing.assert_allclose(pos[:n_pos], twin_pos, rtol=1e-15)
+    np.testing.assert_allclose(neg[:n_neg], twin_neg, rtol=1e-15)
+    # what it is for: the weighted Gram as a difference of two Grams
+    gram = pos[:n_pos].T @ pos[:n_pos] - neg[:n_neg].T @ neg[:n_neg]
+    np.testing.assert_allclose(gram, Xt.T @ (w[:, None] * Xt), atol=1e-12)
 
 
 def _symmetric_moment(rng, p, m):
