@@ -437,11 +437,9 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
                 f"z must have shape {self.modulator_mean_.shape} (one value per modulator), "
                 f"got {z.shape}."
             )
-        gates = (z - self.modulator_mean_) @ self._array("modulator_patterns_")
-        B = np.atleast_2d(self._array("coef_")).T
-        B_z = B + (self._array("source_patterns_") * gates * self.channel_weights_) @ (
-            self._array("target_patterns_").T
-        )
+        from mics.decomposition import communication_matrix
+
+        B_z = communication_matrix(self, z)
         labels = getattr(self, "_labels", None)
         return B_z if labels is None else wrap_matrix(B_z, labels[0], labels[1])
 
