@@ -378,11 +378,26 @@ def plot_geometry(model, ax=None):
         sizes = 40 + 160 * weights / max(float(weights.max()), np.finfo(float).tiny)
     else:
         sizes = np.zeros(0)
-    ax.scatter(x, y, s=sizes, color="k", zorder=3)
+    ax.scatter(x, y, s=sizes, color="k", zorder=3, clip_on=False)
+    # Pure geometries pile up in a corner: fan the labels of coinciding
+    # channels out, and point them inwards so they stay inside the axes.
+    seen = {}
     for k, (xk, yk) in enumerate(zip(x, y, strict=True)):
-        ax.annotate(str(k), (xk, yk), xytext=(5, 5), textcoords="offset points", fontsize="small")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
+        key = (round(float(xk), 2), round(float(yk), 2))
+        rank = seen.get(key, 0)
+        seen[key] = rank + 1
+        dx = -8 - 10 * rank if xk > 0.5 else 8 + 10 * rank
+        dy = -10 if yk > 0.5 else 6
+        ax.annotate(
+            str(k),
+            (xk, yk),
+            xytext=(dx, dy),
+            textcoords="offset points",
+            fontsize="small",
+            ha="center",
+        )
+    ax.set_xlim(-0.04, 1.04)
+    ax.set_ylim(-0.04, 1.04)
     ax.set_aspect("equal")
     ax.set_xlabel(r"source alignment $|U^\top a|^2$")
     ax.set_ylabel(r"target alignment $|V^\top b|^2$")
