@@ -184,12 +184,7 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             self._fit_without_modulator(X, y)
             return self._label_outputs()
         X, Y, y_1d = _validate_xy(self, X, y)
-        Z = check_modulator(Z, X.shape[0])
-        if Z.shape[0] != X.shape[0]:
-            raise ValueError(
-                f"modulator Z has {Z.shape[0]} samples but source X has {X.shape[0]}: "
-                "all inputs must share the time axis."
-            )
+        Z = check_modulator(Z, X.shape[0])  # also checks the shared time axis
         self._check_params(X.shape[1], Y.shape[1], Z.shape[1])
         rng = check_random_state(self.random_state)
         self.solver_ = self._choose_solver(X.shape[1], Z.shape[1], Y.shape[1])
@@ -446,13 +441,9 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
     def modulation_tensor(self):
         """The modulation tensor ``W = sum_k lambda_k a_k o b_k o c_k``, shape (p, q, m)."""
         check_is_fitted(self)
-        return np.einsum(
-            "k,ik,jk,ak->ija",
-            self.channel_weights_,
-            self._array("source_patterns_"),
-            self._array("target_patterns_"),
-            self._array("modulator_patterns_"),
-        )
+        from mics.recovery import modulation_tensor
+
+        return modulation_tensor(self)
 
     def decompose(self, metric="euclidean"):
         """Split each channel (and the whole modulation) into the four kinds.

@@ -360,20 +360,22 @@ def _als_sweeps(op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None):
 
 
 # ----------------------------------------------------------------------------- init
-def interaction_init(op, n_channels, B, D, ridge=1e-3, full=False):
+def interaction_init(op, B, D, ridge=1e-3):
     """Deterministic starting patterns from the truncated HOSVD.
 
     The full interaction is estimated by a Kronecker-preconditioned ridge,
     ``W_full = (S_xx + e I)^-1 (x) (S_zz + e I)^-1 applied to Phi^T R``,
     which equals the least-squares estimate when source and modulator are
     independent and is cheap on both computation paths. The leading
-    singular vectors of its target and modulator unfoldings start the ALS.
+    singular vectors of its target and modulator unfoldings start the ALS
+    (the first K of each; the caller pads when K exceeds their number).
 
     Returns
     -------
-    Bm : ndarray of shape (q, K)
-    C : ndarray of shape (m, K)
-        With ``full=True``, all left singular vectors instead (for caching).
+    Ub : ndarray of shape (q, q)
+    Uc : ndarray of shape (m, m)
+        Left singular vectors of the target and modulator unfoldings, by
+        decreasing singular value.
     """
     op.set_baseline(B, D)
     S = op.interaction_cross()
@@ -383,13 +385,10 @@ def interaction_init(op, n_channels, B, D, ridge=1e-3, full=False):
     Px = solve_psd(op.Sxx + ex * np.eye(p), np.eye(p))
     Pz = solve_psd(op.Szz + ez * np.eye(m), np.eye(m))
     W = np.einsum("ij,ab,jbq->iaq", Px, Pz, S, optimize=True)
-    K = n_channels
     # leading left singular vectors of the unfoldings, from their small Grams
     Ub = _leading_left_vectors(W.transpose(2, 0, 1).reshape(q, -1))
     Uc = _leading_left_vectors(W.transpose(1, 0, 2).reshape(m, -1))
-    if full:
-        return Ub, Uc
-    return _pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m)
+    return Ub, Uc
 
 
 def _leading_left_vectors(F):
@@ -528,7 +527,7 @@ def _fit_mic_model(op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol
     cache = op.__dict__.setdefault("_init_cache", {})
     key = (rank, alpha_B)
     if key not in cache:
-        cache[key] = interaction_init(op, min(op.q, op.m * op.p), B, D, full=True)
+        cache[key] = interaction_init(op, B, D)
     Ub, Uc = cache[key]
     starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
     for _ in range(n_init):
