@@ -23,6 +23,7 @@ from mics.estimators import (
 from mics.modulation import DataOperator, MomentOperator, fit_mic_model
 from mics.moments import compute_moments, moment_nbytes
 from mics.scoring import normalized_squared_error
+from mics.units import InputScales, restore_fit
 
 __all__ = ["MICs"]
 
@@ -188,6 +189,10 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         self._check_params(X.shape[1], Y.shape[1], Z.shape[1])
         rng = check_random_state(self.random_state)
         self.solver_ = self._choose_solver(X.shape[1], Z.shape[1], Y.shape[1])
+        # Fit in standard units so that penalties (and hence every selection,
+        # pattern and p-value) do not depend on the units of X, Y or Z.
+        scales = InputScales.from_data(X, Y, Z)
+        X, Y, Z = scales.standardize(X, Y, Z)
 
         if self.rank is None or self.n_channels is None:
             from mics.selection import select_mic_model
@@ -208,8 +213,9 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             tol=self.tol,
             random_state=rng.randint(np.iinfo(np.int32).max),
         )
+        self._set_scales(scales)
         with threadpool_limits(limits=1, user_api="blas"):  # small SVDs, see fit_mic_model
-            self._store(result, cm, rank)
+            self._store(restore_fit(result, scales), scales.restore_moments(cm, interaction=False), rank)
         self._finish(y_1d)
         return self._label_outputs()
 
@@ -286,6 +292,11 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         self.n_iter_ = 1
         self.converged_ = True
         return self._finish(y_1d)
+
+    def _set_scales(self, scales):
+        self.source_scale_ = scales.source
+        self.target_scale_ = scales.target
+        self.modulator_scale_ = scales.modulator
 
     def _set_channels(self, w, A, Bm, C):
         self.channel_weights_ = w

@@ -297,6 +297,7 @@ def fit_from_moments(
     from mics.estimators import _check_alpha
     from mics.mic_estimator import MICs
     from mics.modulation import MomentOperator, fit_mic_model
+    from mics.units import InputScales, restore_fit
 
     _check_alpha(alpha)
     if isinstance(raw, RawMoments):
@@ -325,11 +326,13 @@ def fit_from_moments(
         tol=tol,
     )
     settings._check_params(p, q, m)
-    op = MomentOperator(cm)
+    # MICs fits in standard units and maps the fit back (see mics.units).
+    scales = InputScales.from_moments(cm)
+    op = MomentOperator(scales.standardize_moments(cm))
     pen = settings._penalties(op)
     # MICs draws the fit's seed from its random_state the same way.
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max)
-    return fit_mic_model(
+    fit = fit_mic_model(
         op,
         int(rank),
         int(n_channels),
@@ -339,3 +342,4 @@ def fit_from_moments(
         tol=tol,
         random_state=seed,
     )
+    return restore_fit(fit, scales)
