@@ -52,7 +52,9 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         Ridge penalty on the baseline, relative to the data: ``alpha`` times
         the mean per-sample source variance times ``p + q`` (the parameters
         of one communication dimension). It grows with dimension, where
-        shrinkage pays, not with the number of samples.
+        shrinkage pays, not with the number of samples. Both penalties are
+        defined on the standardised inputs (see Notes), so they do not
+        depend on the units of X, Y or Z.
     alpha_channels : float or None, default=0.25
         Ridge penalty on each channel factor, relative in the same way:
         times the mean per-sample interaction variance times ``p + q + m``.
@@ -116,6 +118,28 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
     cv_results_ : dict
         When selection ran: per-candidate fold losses (NSE) for the rank and
         channel stages.
+    source_scale_, target_scale_ : float
+        Root mean per-neuron standard deviation of X and of Y (training data).
+    modulator_scale_ : ndarray of shape (n_modulators,)
+        Standard deviation of each modulator column.
+
+    Notes
+    -----
+    **Units.** The fit is done on standardised inputs and every attribute is
+    mapped back to the user's units (``mics.units``): X and Y are each
+    divided by *one* scalar (``source_scale_``, ``target_scale_``), which
+    keeps the relative variances of the neurons that reduced-rank regression
+    relies on; each modulator column is divided by *its own* standard
+    deviation (``modulator_scale_``), so a modulator set mixing running speed
+    in cm/s and pupil size in pixels is not weighed by its units. Hence
+    multiplying X, Y or Z (or one column of Z) by a positive constant leaves
+    the selected rank and channel count, the source and target patterns, the
+    cross-validated losses and the predictions (in Y's units) unchanged;
+    ``coef_`` scales by ``s_Y / s_X``, ``modulator_coef_`` column ``a`` by
+    ``s_Y / s_Z[a]``, the channel tensor along the modulator mode by
+    ``s_Y / (s_X s_Z[a])`` (the modulator patterns are renormalised
+    accordingly, so they change direction only under per-column rescaling
+    of Z). ``loss_history_`` is in squared units of Y.
     """
 
     def __init__(
@@ -214,8 +238,9 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             random_state=rng.randint(np.iinfo(np.int32).max),
         )
         self._set_scales(scales)
+        result, cm = restore_fit(result, scales), scales.restore_moments(cm, interaction=False)
         with threadpool_limits(limits=1, user_api="blas"):  # small SVDs, see fit_mic_model
-            self._store(restore_fit(result, scales), scales.restore_moments(cm, interaction=False), rank)
+            self._store(result, cm, rank)
         self._finish(y_1d)
         return self._label_outputs()
 
