@@ -11,7 +11,60 @@ import numbers
 import numpy as np
 from sklearn.utils.validation import check_array
 
-__all__ = ["check_population", "check_same_length", "check_rank", "check_modulator"]
+__all__ = [
+    "check_population",
+    "check_same_length",
+    "check_rank",
+    "check_modulator",
+    "check_count",
+    "check_fraction",
+    "check_folds",
+]
+
+
+def check_folds(cv, name="cv"):
+    """Folds as an int (>= 2), a splitter or an iterable of splits.
+
+    The fold count against the number of samples is checked where the folds
+    are made (:func:`mics.selection.resolve_cv`).
+    """
+    if cv is None or hasattr(cv, "split") or hasattr(cv, "__iter__"):
+        return cv
+    return check_count(cv, name, 2)
+
+
+def check_count(value, name, minimum=1, maximum=None):
+    """An integer count in ``[minimum, maximum]``; the error names the argument.
+
+    Parameters
+    ----------
+    value : object
+        What the user passed.
+    name : str
+        The argument's name, as the user wrote it (``"n_boot"``).
+    minimum : int
+    maximum : int, optional
+
+    Returns
+    -------
+    int
+    """
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if ok and value >= minimum and (maximum is None or value <= maximum):
+        return int(value)
+    what = {0: "a non-negative integer", 1: "a positive integer"}.get(
+        minimum, f"an integer >= {minimum}"
+    )
+    if maximum is not None:
+        what = f"an integer in [{minimum}, {maximum}]"
+    raise ValueError(f"{name} must be {what}, got {value!r}.")
+
+
+def check_fraction(value, name):
+    """A number strictly between 0 and 1 (a confidence level)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 < value < 1:
+        return float(value)
+    raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}.")
 
 
 def check_population(A, name, *, allow_1d=False, ensure_min_samples=2):

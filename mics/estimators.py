@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from mics._linalg import orthonormal_svd
-from mics._validation import check_population, check_rank
+from mics._validation import check_folds, check_population, check_rank
 from mics.reduced_rank import fit_reduced_rank
 from mics.scoring import normalized_squared_error
 from mics.selection import cross_validate_reduced_rank
@@ -178,6 +178,7 @@ class ReducedRankRegressionCV(_CommunicationSubspaceMixin, BaseEstimator):
         """
         X, Y, y_1d = _validate_xy(self, X, y)
         _check_alpha(self.alpha)
+        check_folds(self.cv)
         ranks = candidate_ranks(self.ranks, X.shape[1], Y.shape[1])
         self.cv_results_ = cross_validate_reduced_rank(X, Y, ranks, cv=self.cv, alpha=self.alpha)
         self.rank_ = int(ranks[self.cv_results_["best_index"]])

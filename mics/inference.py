@@ -17,6 +17,8 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 from tqdm import tqdm
 
+from mics._validation import check_count, check_fraction, check_population, check_same_length
+
 __all__ = ["ModulationTest", "test_modulation", "bootstrap_channels"]
 
 
@@ -53,6 +55,15 @@ class ModulationTest:
             f"ModulationTest(statistic={self.statistic:.4g}, p_value={self.p_value:.4g}, "
             f"n_channels={self.n_channels}, n_permutations={self.null_distribution.size})"
         )
+
+
+def _check_data(X, Y, Z):
+    """Finite arrays on one time axis (Z, and Y when 1-D, keep their shape)."""
+    Xv, _ = check_population(X, "source X")
+    Yv, _ = check_population(Y, "target Y", allow_1d=True)
+    Zv, _ = check_population(Z, "modulator Z", allow_1d=True)
+    check_same_length(**{"source X": Xv, "target Y": Yv, "modulator Z": Zv})
+    return Xv, np.asarray(Y, dtype=float), np.asarray(Z, dtype=float)
 
 
 def _improvement(estimator, X, Y, Z):
@@ -111,14 +122,15 @@ def test_modulation(
     ModulationTest
     """
     rng = check_random_state(random_state)
-    X = np.asarray(X, dtype=float)
-    Z = np.asarray(Z, dtype=float)
+    n_permutations = check_count(n_permutations, "n_permutations", 1)
+    X, Y, Z = _check_data(X, Y, Z)
     Z2 = Z.reshape(len(Z), -1)
     n = X.shape[0]
     if min_shift is None:
         min_shift = max(1, n // 10)
-    if not 0 < min_shift <= n // 2:
-        raise ValueError(f"min_shift must be in [1, {n // 2}] for {n} samples, got {min_shift}.")
+    if n < 2:
+        raise ValueError(f"a circular-shift test needs at least 2 samples, got {n}.")
+    min_shift = check_count(min_shift, "min_shift", 1, n // 2)
     # The null hypothesis is "no gating", not "no modulator effect at all": the
     # additive effect of Z on the target is a nuisance to keep. Shifting Z
     # would also destroy it, leave more residual variance to every null fit,
@@ -221,9 +233,13 @@ def bootstrap_channels(
     from mics.decomposition import decompose
 
     rng = check_random_state(random_state)
-    X, Y, Z = (np.asarray(a, dtype=float) for a in (X, Y, Z))
+    n_boot = check_count(n_boot, "n_boot", 1)
+    check_fraction(confidence, "confidence")
+    X, Y, Z = _check_data(X, Y, Z)
     n = X.shape[0]
-    block_length = block_length or max(1, int(round(np.sqrt(n))))
+    if block_length is None:
+        block_length = max(1, int(round(np.sqrt(n))))
+    block_length = check_count(block_length, "block_length", 1, n)
     fixed = clone(model).set_params(rank=model.rank_, n_channels=model.n_channels_)
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_boot)
     idxs = [_block_indices(n, block_length, rng) for _ in range(n_boot)]

@@ -12,7 +12,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
 from mics._labels import unwrap, wrap_matrix, wrap_patterns, wrap_timeseries
-from mics._validation import check_modulator, check_population, check_rank
+from mics._validation import (
+    check_count,
+    check_folds,
+    check_modulator,
+    check_population,
+    check_rank,
+)
 from mics.estimators import (
     ReducedRankRegression,
     ReducedRankRegressionCV,
@@ -294,6 +300,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
     def _fit_without_modulator(self, X, y):
         """Without a modulator the model is a reduced-rank regression."""
         X, Y, y_1d = _validate_xy(self, X, y)
+        check_count(self.max_rank, "max_rank", 0)
+        check_folds(self.cv)
         p, q = X.shape[1], Y.shape[1]
         if self.rank is None:
             inner = ReducedRankRegressionCV(ranks=range(self.max_rank + 1), cv=self.cv)
@@ -378,10 +386,18 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
                     UserWarning,
                     stacklevel=3,
                 )
-        for name in ("n_init", "max_iter"):
-            v = getattr(self, name)
-            if not isinstance(v, numbers.Integral) or v < (0 if name == "n_init" else 1):
-                raise ValueError(f"{name} must be a positive integer, got {v!r}.")
+        check_count(self.n_init, "n_init", 0)
+        check_count(self.max_iter, "max_iter", 1)
+        check_count(self.max_rank, "max_rank", 0)
+        check_count(self.max_channels, "max_channels", 0)
+        check_count(self.gap, "gap", 0)
+        check_folds(self.cv)
+        tol = self.tol
+        if not isinstance(tol, numbers.Real) or isinstance(tol, bool) or not 0 <= tol < np.inf:
+            raise ValueError(f"tol must be a non-negative finite number, got {tol!r}.")
+        limit = self.memory_limit
+        if not isinstance(limit, numbers.Real) or isinstance(limit, bool) or not limit > 0:
+            raise ValueError(f"memory_limit must be a positive number of bytes, got {limit!r}.")
         if self.solver not in ("auto", "moments", "data"):
             raise ValueError(f"solver must be 'auto', 'moments' or 'data', got {self.solver!r}.")
 
