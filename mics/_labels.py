@@ -134,6 +134,7 @@ def unwrap(data: Any, name: str, *, time_dim: str = "time") -> tuple[Any, LabelI
         )
         array = np.asarray(data.values)
         feature_coords = _coords_along(data, feature_dim)
+    _check_labels(name, time_dim, time, feature_dim, features, data)
     info = LabelInfo(
         name=name,
         time_dim=time_dim,
@@ -145,6 +146,36 @@ def unwrap(data: Any, name: str, *, time_dim: str = "time") -> tuple[Any, LabelI
         attrs=dict(data.attrs),
     )
     return array, info
+
+
+def _check_labels(name, time_dim, time, feature_dim, features, data) -> None:
+    """Refuse labels that would silently mis-assign results.
+
+    Duplicate neuron ids make patterns and predictions ambiguous to index.
+    A time coordinate that goes backwards usually means concatenated
+    sessions or a wrong sort; blocked folds and circular shifts assume time
+    order, so it is refused unless samples carry a ``trial`` coordinate
+    (trial-relative clocks restart in every trial).
+    """
+    uniq, counts = np.unique(features, return_counts=True)
+    if np.any(counts > 1):
+        dup = uniq[counts > 1]
+        raise ValueError(
+            f"{name} has duplicate {feature_dim} ids {dup.tolist()[:5]}; every neuron needs "
+            f"its own id (e.g. da.assign_coords({feature_dim}=np.arange(n)))."
+        )
+    if time is None or time.size < 2 or time.dtype.kind not in "iufmM":
+        return
+    if "trial" in data.coords and data["trial"].dims == (time_dim,):
+        return
+    step = np.diff(time)
+    bad = np.flatnonzero(~(step > step.dtype.type(0)))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{name}'s {time_dim!r} coordinate is not increasing ({time[i]} then {time[i + 1]} "
+            f"at index {i + 1}); sort it (da.sortby({time_dim!r})) or drop repeated samples."
+        )
 
 
 def _feature_coords(info: LabelInfo) -> dict[str, tuple[str, np.ndarray]]:

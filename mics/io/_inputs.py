@@ -42,6 +42,11 @@ def _activity(data: Any, variable: str | None, time_dim: str, neuron_dim: str) -
 def _select(da: xr.DataArray, selector: Any, role: str, neuron_dim: str) -> xr.DataArray:
     """Neurons matching every ``{coordinate: value(s)}`` pair, or a list of neuron ids."""
     if isinstance(selector, Mapping):
+        if not selector:
+            raise ValueError(
+                f"{role}: the selection is empty; give {{coordinate: value}} pairs "
+                "(e.g. {'area': 'V1'}) or a list of neuron ids"
+            )
         mask = np.ones(da.sizes[neuron_dim], dtype=bool)
         for coord, wanted in selector.items():
             if coord not in da.coords or da[coord].dims != (neuron_dim,):
@@ -62,6 +67,11 @@ def _select(da: xr.DataArray, selector: Any, role: str, neuron_dim: str) -> xr.D
             raise ValueError(f"{role}: no neuron matches all of {dict(selector)}")
         return da.isel({neuron_dim: mask})
     ids = np.atleast_1d(np.asarray(selector))
+    if ids.size == 0:
+        raise ValueError(f"{role}: the list of neuron ids is empty")
+    uniq, counts = np.unique(ids, return_counts=True)
+    if np.any(counts > 1):
+        raise ValueError(f"{role}: neuron ids {uniq[counts > 1].tolist()[:20]} are listed twice")
     absent = np.setdiff1d(ids, da[neuron_dim].values)
     if absent.size:
         raise ValueError(f"{role}: neuron ids {absent.tolist()[:20]} not in the data")
@@ -108,6 +118,30 @@ def _check_clock(reference: xr.DataArray, other: xr.DataArray, name: str, time_d
                 f"modulator {name!r} has as many samples as the activity but a different "
                 f"clock ({b[0]}..{b[-1]} vs {a[0]}..{a[-1]}); align it with "
                 "mics.preprocessing.align_to_frames"
+            )
+
+
+def _check_axes(activity: xr.DataArray, time_dim: str, neuron_dim: str) -> None:
+    """Unique neuron ids and a time axis that moves forward (or trials that restart it)."""
+    if activity.sizes[time_dim] == 0:
+        raise ValueError(f"the activity has no samples along {time_dim!r}")
+    if neuron_dim in activity.coords:
+        ids, counts = np.unique(activity[neuron_dim].values, return_counts=True)
+        if np.any(counts > 1):
+            raise ValueError(
+                f"the activity has duplicate {neuron_dim} ids {ids[counts > 1].tolist()[:10]}; "
+                "selections by id would be ambiguous"
+            )
+    if time_dim in activity.coords and "trial" not in activity.coords:
+        t = activity[time_dim].values
+        if (
+            t.size > 1
+            and t.dtype.kind in "iufmM"
+            and not np.all(np.diff(t) > np.diff(t).dtype.type(0))
+        ):
+            raise ValueError(
+                f"the {time_dim!r} coordinate is not increasing; sort the recording "
+                f"(ds.sortby({time_dim!r})) or drop repeated frames"
             )
 
 
@@ -160,6 +194,7 @@ def build_inputs(
         clock or of another length, or NaNs without ``dropna=True``.
     """
     activity = _activity(data, variable, time_dim, neuron_dim)
+    _check_axes(activity, time_dim, neuron_dim)
     X = _select(activity, source, "source", neuron_dim)
     Y = _select(activity, target, "target", neuron_dim)
     shared = np.intersect1d(X[neuron_dim].values, Y[neuron_dim].values)
