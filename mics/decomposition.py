@@ -349,7 +349,8 @@ def decompose(model, metric="euclidean", *, covariance_ridge=1e-8):
     decomposition : xarray.Dataset
         As :func:`decompose_channels`.
     """
-    factors = _model_factors(model)
+    model_factors = _model_factors(model)
+    factors = _per_modulator_sd(model, model_factors)
     covariance = None
     if metric == "covariance":
         covariance = _get(model, "source_covariance_", required=False)
@@ -358,7 +359,7 @@ def decompose(model, metric="euclidean", *, covariance_ridge=1e-8):
                 'metric="covariance" needs the training source covariance, but the model '
                 "has no source_covariance_ attribute."
             )
-    return decompose_channels(
+    ds = decompose_channels(
         factors["source_subspace_"],
         factors["target_subspace_"],
         factors["source_patterns_"],
@@ -369,6 +370,9 @@ def decompose(model, metric="euclidean", *, covariance_ridge=1e-8):
         source_covariance=covariance,
         covariance_ridge=covariance_ridge,
     )
+    # report the model's own weights (the split above used them per modulator s.d.)
+    ds["channel_weight"] = ds["channel_weight"].copy(data=model_factors["channel_weights_"])
+    return ds
 
 
 # ------------------------------------------------------------------------ dense split
@@ -847,6 +851,27 @@ def _model_factors(model):
         factors["channel_weights_"],
     )
     return factors
+
+
+def _per_modulator_sd(model, factors):
+    """Channels with the modulator measured in standard deviations, when known.
+
+    The whole-tensor fractions weigh the modulator columns by the tensor's
+    entries, which carry each column's units; per standard deviation of each
+    modulator (``modulator_scale_`` of a fitted ``MICs``) they do not depend
+    on the units (docs/model.md, Units). Per-channel fractions are unaffected.
+    """
+    scale = _get(model, "modulator_scale_", required=False)
+    C = factors["modulator_patterns_"]
+    if scale is None or C.size == 0:
+        return factors
+    C = C * np.asarray(scale, dtype=float).reshape(-1, 1)
+    norms = np.linalg.norm(C, axis=0)
+    return {
+        **factors,
+        "modulator_patterns_": C / np.where(norms > 0, norms, 1.0),
+        "channel_weights_": factors["channel_weights_"] * norms,
+    }
 
 
 def _centred_state(model, factors, z, centered):

@@ -106,6 +106,11 @@ def test_fixed_rank_fit_is_equivariant(data, fixed_reference, scaling):
         dec, dec_ref = fit.decompose(), ref.decompose()
         for part in ("reshape", "private_source", "private_target", "new"):
             _close(dec[part].values, dec_ref[part].values, scale=1)
+        _close(dec["channel_weight"].values, fit.channel_weights_)
+    # The whole-tensor split weighs modulators per standard deviation: no units.
+    dec, dec_ref = fit.decompose(), ref.decompose()
+    for part in ("reshape", "private_source", "private_target", "new"):
+        _close(float(dec[f"total_{part}"]), float(dec_ref[f"total_{part}"]), scale=1)
     # Canonical form in the user's units: descending weights, unit patterns.
     assert np.all(np.diff(fit.channel_weights_) <= 0)
     _close(np.linalg.norm(fit.modulator_patterns_, axis=0), [1.0, 1.0], scale=1)
