@@ -189,7 +189,9 @@ class ReducedRankRegressionCV(_CommunicationSubspaceMixin, BaseEstimator):
 
 def candidate_ranks(ranks, n_source, n_target):
     """Sorted unique candidate ranks that the data can identify."""
-    ranks = sorted({check_rank(r, np.inf, np.inf) for r in ranks})
+    ranks = sorted({check_rank(r, np.inf, np.inf, name="each of ranks") for r in ranks})
+    if not ranks:
+        raise ValueError("ranks is empty: give at least one candidate rank.")
     kept = [r for r in ranks if r <= min(n_source, n_target)]
     if not kept:
         raise ValueError(

@@ -24,6 +24,8 @@ import numpy as np
 import xarray as xr
 from scipy import ndimage
 
+from mics._validation import check_count
+
 __all__ = [
     "align_to_frames",
     "bin_time",
@@ -221,6 +223,7 @@ def zscore(x: Any, *, time_dim: str = "time", ddof: int = 0) -> Any:
     """
     axis = _time_axis(x, time_dim)
     values = _values(x)
+    check_count(ddof, "ddof", 0, max(values.shape[axis] - 1, 0))
     mean = np.nanmean(values, axis=axis, keepdims=True)
     std = np.nanstd(values, axis=axis, ddof=ddof, keepdims=True)
     flat = ~(std > 0)

@@ -9,6 +9,7 @@ import xarray as xr
 from mics import MICs, ReducedRankRegressionCV, bootstrap_channels, simulate, test_modulation
 from mics._validation import check_count, check_fraction
 from mics.io import build_inputs
+from mics.preprocessing import zscore
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +206,17 @@ def test_build_inputs_refuses_duplicate_ids_and_unsorted_time(recording):
         build_inputs(recording.assign_coords(time=t), {"area": "V1"}, {"area": "LM"})
     with pytest.raises(ValueError, match="no samples"):
         build_inputs(recording.isel(time=slice(0, 0)), {"area": "V1"}, {"area": "LM"})
+
+
+def test_other_counts_are_named(data):
+    X, Y, _ = data
+    with pytest.raises(ValueError, match="ranks is empty"):
+        ReducedRankRegressionCV(ranks=[]).fit(X, Y)
+    with pytest.raises(ValueError, match="each of ranks must be a non-negative integer, got -1"):
+        ReducedRankRegressionCV(ranks=[0, -1]).fit(X, Y)
+    for ddof in (-1, 120, 1.5):
+        with pytest.raises(
+            ValueError, match=re.escape(f"ddof must be an integer in [0, 119], got {ddof}")
+        ):
+            zscore(X, ddof=ddof)
+    np.testing.assert_allclose(zscore(X, ddof=1).std(axis=0, ddof=1), 1.0)
