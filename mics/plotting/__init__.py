@@ -1,0 +1,18 @@
+"""Matplotlib figures of a fitted :class:`mics.MICs` model and its inference results.
+
+Every function takes a fitted model or a result (a decomposition, a
+modulation test, bootstrap intervals) and an optional ``ax`` / ``fig`` /
+``axes`` to draw into, and returns what it drew on. Modulators and neurons
+are named by their labels when the model was fitted on labelled
+(``xarray.DataArray``) inputs. Nothing here calls ``plt.show``.
+
+The figures live in small modules by what they show:
+
+- :mod:`mics.plotting.model`: the fitted channels, CV curves, decomposition,
+  geometry and training loss;
+"""
+
+from mics.plotting import model as _model
+from mics.plotting.model import *  # noqa: F403
+
+__all__ = [*_model.__all__]
