@@ -10,6 +10,7 @@ from mics import io, preprocessing
 from mics.estimators import ReducedRankRegression, ReducedRankRegressionCV
 from mics.inference import bootstrap_channels, test_modulation
 from mics.mic_estimator import MICs
+from mics.persistence import load
 from mics.simulation import GroundTruth, simulate
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "simulate",
     "test_modulation",
     "bootstrap_channels",
+    "load",
     "io",
     "preprocessing",
 ]

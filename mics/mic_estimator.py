@@ -509,3 +509,30 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         from mics.decomposition import decompose
 
         return decompose(self, metric=metric)
+
+    # ---------------------------------------------------------------- saving
+    def to_netcdf(self, path):
+        """Save the fitted model to a netCDF file; reopen it with :func:`mics.load`.
+
+        The file holds the hyperparameters, every fitted attribute and the
+        labels of labelled inputs (neuron ids, modulator names) as plain
+        numbers and strings (no pickle), with a format version; see
+        :mod:`mics.persistence`.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Where to write (conventionally ``*.nc``); overwritten if present.
+
+        Returns
+        -------
+        path : pathlib.Path
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the model is not fitted.
+        """
+        from mics.persistence import save
+
+        return save(self, path)
