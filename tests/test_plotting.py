@@ -41,7 +41,7 @@ def test_plot_channels_stems_equal_patterns(model):
     fig = plotting.plot_channels(model)
     K = model.channel_weights_.size
     axes = np.array(fig.axes).reshape(K, 3)
-    patterns = (model.source_patterns_, model.target_patterns_, model.modulator_patterns_)
+    patterns = (model.source_patterns_, model.target_patterns_)
     for k in range(K):
         for j, P in enumerate(patterns):
             ax = axes[k, j]
@@ -49,6 +49,13 @@ def test_plot_channels_stems_equal_patterns(model):
             np.testing.assert_allclose(stem.markerline.get_ydata(), P[:, k])
             np.testing.assert_allclose(stem.markerline.get_xdata(), np.arange(P.shape[0]))
             assert f"{model.channel_weights_[k]:.3g}" in ax.get_title()
+        # modulators: one bar per modulator on a categorical axis (z0, z1, ... unlabelled)
+        ax = axes[k, 2]
+        heights = [bar.get_height() for bar in ax.containers[0]]
+        np.testing.assert_allclose(heights, model.modulator_patterns_[:, k])
+        m = model.modulator_patterns_.shape[0]
+        np.testing.assert_array_equal(ax.get_xticks(), np.arange(m))
+        assert [t.get_text() for t in ax.get_xticklabels()] == [f"z{i}" for i in range(m)]
 
 
 def test_plot_channels_uses_given_figure(model):

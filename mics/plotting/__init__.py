@@ -10,9 +10,22 @@ The figures live in small modules by what they show:
 
 - :mod:`mics.plotting.model`: the fitted channels, CV curves, decomposition,
   geometry and training loss;
+- :mod:`mics.plotting.inference`: the modulation test's null distribution and
+  bootstrap intervals on the decomposition;
+- :mod:`mics.plotting.state`: communication at low vs high modulator and
+  each channel's gain against each modulator.
 """
 
 from mics.plotting import model as _model
+from mics.plotting.inference import plot_bootstrap_intervals, plot_null_distribution
 from mics.plotting.model import *  # noqa: F403
+from mics.plotting.state import plot_channel_gain, plot_state_communication, state_angles
 
-__all__ = [*_model.__all__]
+__all__ = [
+    *_model.__all__,
+    "plot_bootstrap_intervals",
+    "plot_channel_gain",
+    "plot_null_distribution",
+    "plot_state_communication",
+    "state_angles",
+]

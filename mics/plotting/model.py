@@ -9,6 +9,7 @@ calls ``plt.show``.
 import numpy as np
 
 from mics.decomposition import PARTS
+from mics.plotting._names import MAX_NAMED_TICKS, fitted_names, names_or_default
 
 __all__ = [
     "PART_COLORS",
@@ -62,15 +63,21 @@ def _new_axes(ax):
 
 
 def plot_channels(model, fig=None):
-    """Stem plots of each channel's source, target and modulator patterns.
+    """Each channel's source, target and modulator patterns.
+
+    Source and target patterns are stem plots over neurons; the modulator
+    pattern is a bar per modulator on a categorical axis (one tick per
+    modulator, named when the model was fitted on a labelled Z, else
+    ``z0, z1, ...``). Neurons are labelled by their ids when the inputs
+    were labelled and there are at most 30 of them, else by index.
 
     Parameters
     ----------
     model : mics.MICs
         Fitted model with at least one channel.
     fig : matplotlib.figure.Figure, optional
-        Figure to draw into (it is cleared of nothing; new axes are added).
-        A new figure is created when omitted.
+        Figure to draw into (new axes are added). A new figure is created
+        when omitted.
 
     Returns
     -------
@@ -95,22 +102,38 @@ def plot_channels(model, fig=None):
         ("modulator", np.asarray(model.modulator_patterns_, dtype=float)),
     )
     if fig is None:
-        fig = _pyplot().figure(figsize=(10, 2.2 * K + 0.5), layout="constrained")
+        fig = _pyplot().figure(figsize=(10, 2.2 * K + 0.8), layout="constrained")
     axes = fig.subplots(K, 3, squeeze=False)
-    for k in range(K):
-        for j, (name, P) in enumerate(patterns):
+    for j, (name, P) in enumerate(patterns):
+        n = P.shape[0]
+        x = np.arange(n)
+        labels = fitted_names(model, name)
+        for k in range(K):
             ax = axes[k, j]
             values = P[:, k]
-            ax.stem(np.arange(values.size), values, basefmt="k-")
+            if name == "modulator":
+                ax.bar(x, values, color=np.where(values >= 0, "C3", "C0"), width=0.6)
+                ax.axhline(0.0, color="k", linewidth=0.8)
+                ax.set_xticks(x, names_or_default(model, "modulator", n))
+                ax.set_xlim(-0.6, n - 0.4)
+            else:
+                ax.stem(x, values, basefmt="k-")
+                if labels is not None and n <= MAX_NAMED_TICKS:
+                    ax.set_xticks(x, labels, rotation=90, fontsize="x-small")
             ax.set_title(f"channel {k} (\u03bb = {weights[k]:.3g}): {name}")
-            if k == K - 1:
-                ax.set_xlabel(f"{name} unit")
             if j == 0:
                 ax.set_ylabel("loading")
+        if name != "modulator":
+            named = labels is not None and n <= MAX_NAMED_TICKS
+            axes[K - 1, j].set_xlabel(f"{name} neuron" + ("" if named else " (index)"))
     return fig
 
 
 def _cv_stage(results, key):
+    if key == "rank" and "rank_mean_loss" not in results and "mean_loss" in results:
+        # ReducedRankRegressionCV (and MICs fitted without Z) record one stage unprefixed.
+        names = ["rank", "mean_loss", "sem_loss", "best_index"]
+        return tuple(np.asarray(results[name]) for name in names)
     names = [template.format(key) for template in _CV_KEYS]
     present = [name in results for name in names]
     if not any(present):
@@ -125,12 +148,13 @@ def plot_cv_curves(model, axes=None):
     """Cross-validated performance against rank and number of channels.
 
     Performance is ``1 - mean NSE`` over folds, drawn with a +/- one SEM band
-    and error bars; the selected candidate is marked with a star and a
-    dashed vertical line.
+    and error bars; a dotted line one SEM below the best candidate shows the
+    one-SEM rule, and the candidate it selects (the simplest above the line)
+    is marked with a star and a dashed vertical line.
 
     Parameters
     ----------
-    model : mics.MICs
+    model : mics.MICs or mics.ReducedRankRegressionCV
         Model fitted with ``rank=None`` and/or ``n_channels=None`` so that
         ``cv_results_`` holds the selection curves.
     axes : sequence of matplotlib.axes.Axes, optional
@@ -192,6 +216,10 @@ def plot_cv_curves(model, axes=None):
             label=f"selected: {candidates[best]}",
         )
         ax.axvline(x[best], color="C3", linestyle="--", linewidth=1)
+        # The one-SEM rule picks the simplest candidate above this line.
+        top = int(np.nanargmax(perf))
+        threshold = perf[top] - (sem[top] if np.isfinite(sem[top]) else 0.0)
+        ax.axhline(threshold, color="0.4", linestyle=":", linewidth=1, label="best - 1 SEM")
         ax.set_xlabel(_CV_XLABEL[key])
         ax.set_ylabel("CV performance (1 - NSE)")
         ax.set_xticks(x)
@@ -344,7 +372,7 @@ def plot_geometry(model, ax=None):
     -------
     ax : matplotlib.axes.Axes
         One point per channel (a single scatter collection, marker area
-        proportional to the channel weight), annotated with the channel index.
+        proportional to the channel weight), annotated ``"channel k"``.
     """
     _require(model, "channel_weights_")
     x, y = channel_alignment(model)
@@ -365,7 +393,7 @@ def plot_geometry(model, ax=None):
         )
         ax.text(
             cx,
-            cy + 0.2,
+            cy,  # quadrant centres: points sit at corners and edges, labels stay clear
             PART_LABELS[part],
             ha="center",
             va="center",
@@ -386,15 +414,17 @@ def plot_geometry(model, ax=None):
         key = (round(float(xk), 2), round(float(yk), 2))
         rank = seen.get(key, 0)
         seen[key] = rank + 1
-        dx = -8 - 10 * rank if xk > 0.5 else 8 + 10 * rank
-        dy = -10 if yk > 0.5 else 6
+        dx = -10 if xk > 0.5 else 10
+        dy = (-12 if yk > 0.5 else 12) * (rank + 1)
         ax.annotate(
-            str(k),
+            f"channel {k}",
             (xk, yk),
             xytext=(dx, dy),
             textcoords="offset points",
             fontsize="small",
-            ha="center",
+            ha="right" if xk > 0.5 else "left",
+            va="center",
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
         )
     ax.set_xlim(-0.04, 1.04)
     ax.set_ylim(-0.04, 1.04)
