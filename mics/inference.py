@@ -170,10 +170,11 @@ def _block_indices(n, block_length, rng):
 
 def _align(reference, model):
     """Permutation and signs matching a bootstrap fit's channels to the reference."""
+    # np.asarray: a reference fitted on labelled inputs has DataArray patterns.
     sim = (
-        (reference.source_patterns_.T @ model.source_patterns_)
-        * (reference.target_patterns_.T @ model.target_patterns_)
-        * (reference.modulator_patterns_.T @ model.modulator_patterns_)
+        (np.asarray(reference.source_patterns_).T @ model.source_patterns_)
+        * (np.asarray(reference.target_patterns_).T @ model.target_patterns_)
+        * (np.asarray(reference.modulator_patterns_).T @ model.modulator_patterns_)
     )
     rows, cols = linear_sum_assignment(-np.abs(sim))
     order = np.empty(reference.n_channels_, dtype=int)
@@ -259,8 +260,8 @@ def bootstrap_channels(
         a = f.source_patterns_[:, order]
         b = f.target_patterns_[:, order]
         c = f.modulator_patterns_[:, order]
-        sa = np.sign(np.sum(a * model.source_patterns_, axis=0))
-        sb = np.sign(np.sum(b * model.target_patterns_, axis=0))
+        sa = np.sign(np.sum(a * np.asarray(model.source_patterns_), axis=0))
+        sb = np.sign(np.sum(b * np.asarray(model.target_patterns_), axis=0))
         draws["w"].append(f.channel_weights_[order])
         draws["a"].append(a * sa)
         draws["b"].append(b * sb)

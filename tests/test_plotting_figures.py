@@ -126,6 +126,10 @@ def test_bootstrap_intervals_bars_and_bounds(data):
     X, Y, Z = (np.asarray(a) for a in data)
     model = mics.MICs(rank=3, n_channels=2, n_init=0, random_state=0, verbose=0).fit(X, Y, Z)
     boot = mics.bootstrap_channels(model, X, Y, Z, n_boot=4, random_state=0, verbose=0)
+    # a reference model fitted on the labelled inputs gives the same intervals
+    labelled = mics.MICs(rank=3, n_channels=2, n_init=0, random_state=0, verbose=0).fit(*data)
+    boot_labelled = mics.bootstrap_channels(labelled, X, Y, Z, n_boot=4, random_state=0, verbose=0)
+    xr.testing.assert_allclose(boot, boot_labelled, rtol=1e-10)
     dec = model.decompose()
     ax = plotting.plot_bootstrap_intervals(boot, model)
     assert _ticks(ax) == ["channel 0", "channel 1", "total"]
