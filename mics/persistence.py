@@ -10,6 +10,11 @@ dimension name but not their ids. Scalars, hyperparameters and a layout that
 says how to rebuild each attribute are JSON strings in the global
 attributes, next to a format name and version.
 
+Of the labelled inputs, the neuron / modulator ids and per-neuron
+coordinates are kept, with the inputs' scalar attributes; the training time
+axis is not (predictions take their clock from the data passed to
+``predict``).
+
 Nothing is executed on load: the file holds numbers, strings and JSON only,
 so opening a file from someone else is safe. The attributes are serialised
 generically, so fitted attributes added later are saved without changes

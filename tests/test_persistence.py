@@ -170,3 +170,16 @@ def test_errors(tmp_path, data):
         ds.to_netcdf(newer)
     with pytest.raises(ValueError, match="unreadable mics_format_version"):
         mics.load(newer)
+
+
+def test_single_named_modulator_and_partly_labelled_inputs(tmp_path, labelled, data):
+    """A 1-D Z DataArray (named by its variable) and a NumPy X alongside labelled Y."""
+    X, _, Z, _ = data
+    _, Yd, Zd = labelled
+    running = Zd.sel(modulator="running").drop_vars("modulator").rename("running")
+    model = _fit(X, Yd, running, rank=2, n_channels=1)
+    back = mics.load(model.to_netcdf(tmp_path / "one.nc"))
+    _assert_same_state(model, back)
+    assert list(back.modulator_patterns_[back.modulator_patterns_.dims[0]].values) == ["running"]
+    xr.testing.assert_identical(back.predict(X, Z[:, 0]), model.predict(X, Z[:, 0]))
+    assert back._labels[0] is None and back._labels[2].features.tolist() == ["running"]
