@@ -80,7 +80,7 @@ def _params(model):
             f"hyperparameters {sorted(dropped)} are objects and are not saved; the reopened "
             "model predicts identically but refits with their defaults.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=5,  # the caller of MICs.to_netcdf
         )
     return kept, dropped
 
@@ -290,7 +290,15 @@ def model_from_dataset(ds, source="dataset"):
         k: range(*v["range"]) if isinstance(v, dict) and "range" in v else v
         for k, v in params.items()
     }
-    model = MICs(**params)
+    known = MICs().get_params(deep=False)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        warnings.warn(
+            f"{source} sets hyperparameters {unknown} that this mics does not have; ignored.",
+            UserWarning,
+            stacklevel=3,
+        )
+    model = MICs(**{k: v for k, v in params.items() if k in known})
     for name, entry in json.loads(ds.attrs["layout"]).items():
         if entry["kind"] == "scalar":
             value = entry["value"]

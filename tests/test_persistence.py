@@ -137,8 +137,9 @@ def test_saved_file_is_plain_netcdf(tmp_path, labelled):
 def test_object_hyperparameters_warn_and_still_predict(tmp_path, data):
     X, Y, Z, _ = data
     model = _fit(X, Y, Z, cv=KFold(3), rank=None, n_channels=1)
-    with pytest.warns(UserWarning, match=r"\['cv'\]"):
+    with pytest.warns(UserWarning, match=r"\['cv'\]") as record:
         path = model.to_netcdf(tmp_path / "kfold.nc")
+    assert record[0].filename == __file__  # points at the caller
     back = mics.load(path)
     assert back.cv == 10  # default restored, said so in the warning
     np.testing.assert_array_equal(back.predict(X, Z), model.predict(X, Z))
@@ -164,6 +165,12 @@ def test_errors(tmp_path, data):
     ds.to_netcdf(newer)
     with pytest.raises(ValueError, match=f"version {FORMAT_VERSION + 1}.*Upgrade mics"):
         mics.load(newer)
+    ds.attrs["mics_format_version"] = FORMAT_VERSION
+    ds.attrs["params"] = json.dumps({**json.loads(ds.attrs["params"]), "future_option": 1})
+    future = tmp_path / "future_option.nc"
+    ds.to_netcdf(future)
+    with pytest.warns(UserWarning, match="future_option"):
+        assert mics.load(future).rank_ == 2
     ds.attrs["mics_format_version"] = "one"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
