@@ -181,6 +181,11 @@ def test_state_communication_angles_and_matrices(model, data):
     np.testing.assert_allclose(by_label["source"], src, atol=1e-6)
     np.testing.assert_allclose(by_label["target"], tgt, atol=1e-6)
     assert _ticks(low_ax, "y") == [f"s{i}" for i in range(P)]
+    # a Z with its modulators in another order is matched by name
+    reordered = plotting.plot_state_communication(model, Zd[:, ::-1], modulators=["pupil"])
+    np.testing.assert_allclose(
+        [ax for ax in reordered.axes if ax.images][0].images[0].get_array(), mats[0]
+    )
     # default: one row per modulator
     assert len(plotting.plot_state_communication(model, Zd).axes) == 3 * 3 + 3  # + colorbars
     with pytest.raises(ValueError, match="not one of"):

@@ -28,9 +28,9 @@ def _modulator_data(model, Z):
     names = names_or_default(model, "modulator", m)
     if hasattr(Z, "dims") and Z.ndim == 2:
         dim = next(d for d in Z.dims if d != "time")
-        if dim in Z.coords and {str(v) for v in Z[dim].values} == set(names):
-            Z = Z.sel({dim: [v for v in Z[dim].values if str(v) in names]})
-            Z = Z.isel({dim: [list(map(str, Z[dim].values)).index(n) for n in names]})
+        given = [str(v) for v in Z[dim].values] if dim in Z.coords else []
+        if sorted(given) == sorted(names):  # same modulators: put them in the fitted order
+            Z = Z.isel({dim: [given.index(n) for n in names]})
         Z = Z.transpose("time", dim) if "time" in Z.dims else Z
     Z = np.asarray(Z, dtype=float)
     Z = Z.reshape(-1, 1) if Z.ndim == 1 else Z
