@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (name, package source, demo arguments); the output folder is appended.
 NO_INFERENCE = ["--permutations", "0", "--boot", "0"]
 VARIANTS = (
-    ("v0.1 demo (fixed ranks, 4 figures)", "v0.1", []),
+    ("v0.1 demo (fixed ranks, 3 figures)", "v0.1", []),
     ("current, fixed ranks, no inference", "current", ["--no-select", *NO_INFERENCE]),
     ("current, selection, no inference", "current", NO_INFERENCE),
     ("current, default (selection + 19 shifts + 10 resamples)", "current", []),
