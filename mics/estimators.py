@@ -144,7 +144,8 @@ class ReducedRankRegressionCV(_CommunicationSubspaceMixin, BaseEstimator):
     ranks : iterable of int, default=(0, 1, ..., 10)
         Candidate ranks; those above ``min(n_source, n_target)`` are dropped.
     cv : int or cross-validation splitter, default=10
-        An int means ``KFold(n_splits=cv, shuffle=False)`` (contiguous blocks).
+        An int means ``KFold(n_splits=cv, shuffle=False)`` (contiguous blocks),
+        or contiguous blocks of whole trials when ``fit`` gets ``groups``.
     alpha : float, default=0.0
         Ridge penalty (see :class:`ReducedRankRegression`).
 
@@ -164,23 +165,34 @@ class ReducedRankRegressionCV(_CommunicationSubspaceMixin, BaseEstimator):
         self.cv = cv
         self.alpha = alpha
 
-    def fit(self, X, y):
+    def fit(self, X, y, groups=None):
         """Select the rank by cross-validation, then refit on all samples.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_source)
         y : array-like of shape (n_samples, n_target) or (n_samples,)
+        groups : array-like of shape (n_samples,), optional
+            Trial id of every sample: an int ``cv`` then holds out contiguous
+            blocks of whole trials. Taken from a ``trial`` coordinate along
+            ``time`` when ``X`` or ``y`` is a labelled DataArray.
 
         Returns
         -------
         self
         """
+        from mics.trials import check_groups, trial_coordinate
+
+        if groups is None:
+            groups = trial_coordinate(X, y)
         X, Y, y_1d = _validate_xy(self, X, y)
         _check_alpha(self.alpha)
         check_folds(self.cv)
+        groups = check_groups(groups, X.shape[0])
         ranks = candidate_ranks(self.ranks, X.shape[1], Y.shape[1])
-        self.cv_results_ = cross_validate_reduced_rank(X, Y, ranks, cv=self.cv, alpha=self.alpha)
+        self.cv_results_ = cross_validate_reduced_rank(
+            X, Y, ranks, cv=self.cv, alpha=self.alpha, groups=groups
+        )
         self.rank_ = int(ranks[self.cv_results_["best_index"]])
         (B,), (b,) = fit_reduced_rank(X, Y, [self.rank_], alpha=self.alpha)
         self._set_baseline(B, b, self.rank_)

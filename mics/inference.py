@@ -1,9 +1,12 @@
-"""Is modulation there, and how sure are we? Circular-shift test and block bootstrap.
+"""Is modulation there, and how sure are we? Permutation tests and bootstraps.
 
 Calcium signals are autocorrelated, so neither test may shuffle samples:
-the null shifts the whole modulator time series circularly relative to
+the circular null shifts the whole modulator time series relative to
 source and target (keeping every autocorrelation intact but breaking their
-alignment), and the bootstrap resamples contiguous blocks of time.
+alignment), and the bootstrap resamples contiguous blocks of time. For
+trial-structured recordings (``groups``) the trial null permutes the
+modulator's trials among trials of the same condition (each trial's time
+course kept), and the bootstrap draws whole trials.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from sklearn.utils import check_random_state
 from tqdm import tqdm
 
 from mics._validation import check_count, check_fraction, check_population, check_same_length
+from mics.trials import trial_bootstrap_indices, trial_permutation_indices
 
 __all__ = ["ModulationTest", "test_modulation", "bootstrap_channels"]
 
@@ -41,6 +45,11 @@ class ModulationTest:
     n_channels : int
         Channels selected on the real data.
     shifts : ndarray of shape (n_permutations,)
+        Circular shifts (samples) of the circular null; empty for the trial null.
+    null : str
+        Which null was used: ``"circular"`` or ``"trial"``.
+    permutations : ndarray of shape (n_permutations, n_trials) or None
+        For the trial null, the trial each null trial's modulator came from.
     """
 
     statistic: float
@@ -49,11 +58,14 @@ class ModulationTest:
     p_value: float
     n_channels: int
     shifts: np.ndarray
+    null: str = "circular"
+    permutations: np.ndarray | None = None
 
     def __repr__(self):
         return (
             f"ModulationTest(statistic={self.statistic:.4g}, p_value={self.p_value:.4g}, "
-            f"n_channels={self.n_channels}, n_permutations={self.null_distribution.size})"
+            f"n_channels={self.n_channels}, n_permutations={self.null_distribution.size}, "
+            f"null={self.null!r})"
         )
 
 
@@ -66,7 +78,7 @@ def _check_data(X, Y, Z):
     return Xv, np.asarray(Y, dtype=float), np.asarray(Z, dtype=float)
 
 
-def _improvement(estimator, X, Y, Z):
+def _improvement(estimator, X, Y, Z, groups=None):
     """Best CV improvement of a channel model over K=0 (baseline with additive Z).
 
     The improvement of the *selected* model is zero whenever the one-SEM
@@ -75,7 +87,8 @@ def _improvement(estimator, X, Y, Z):
     ``K >= 1`` is continuous, and the same procedure applied to shifted data
     gives its null.
     """
-    model = clone(estimator).set_params(n_channels=None, verbose=0, n_jobs=1).fit(X, Y, Z)
+    model = clone(estimator).set_params(n_channels=None, verbose=0, n_jobs=1)
+    model.fit(X, Y, Z, groups=groups)
     loss = model.cv_results_["n_channels_mean_loss"]
     return float(loss[0] - np.min(loss[1:])), model
 
@@ -89,16 +102,24 @@ def test_modulation(
     *,
     n_permutations=100,
     min_shift=None,
+    groups=None,
+    conditions=None,
+    null=None,
     n_jobs=None,
     verbose=1,
     random_state=None,
 ):
-    """Circular-shift permutation test for the presence of modulation.
+    """Permutation test for the presence of modulation (circular or trial null).
 
-    The modulator is shifted in time relative to source and target, which
-    keeps every autocorrelation and breaks any gating; the additive effect
+    The circular null shifts the modulator in time relative to source and
+    target, which keeps every autocorrelation and breaks any gating. The
+    trial null (trial-structured recordings) gives each trial the modulator
+    time course of another trial of the same condition, which keeps the
+    within-trial autocorrelation and any stimulus-locked modulator response
+    and breaks the trial-to-trial pairing. Either way the additive effect
     of the modulator on the target is first regressed out (with the true
     alignment) so that the null differs from the data in the gating only.
+    Cross-validation folds hold out whole trials when trial ids are known.
 
     Parameters
     ----------
@@ -112,6 +133,18 @@ def test_modulation(
     min_shift : int, optional
         Smallest circular shift in samples; choose it longer than the
         autocorrelation of the signals. Defaults to a tenth of the samples.
+        Circular null only.
+    groups : array-like of shape (n_samples,), optional
+        Trial id of every sample; taken from a ``trial`` coordinate of a
+        labelled input when not given.
+    conditions : array-like of shape (n_samples,) or str, optional
+        Condition of every sample (constant within a trial, e.g. grating
+        direction), or the name of such a coordinate of a labelled input:
+        the trial null permutes trials within conditions. None permutes
+        among all trials (only valid when nothing stimulus-locked is left,
+        e.g. after :func:`mics.preprocessing.subtract_condition_means`).
+    null : {"circular", "trial"}, optional
+        Default: ``"trial"`` when trial ids are known, else ``"circular"``.
     n_jobs : int, optional
         Parallel null fits (joblib; use a Dask backend to spread them out).
     verbose : int
@@ -121,16 +154,25 @@ def test_modulation(
     -------
     ModulationTest
     """
+    from mics.trials import check_groups, trial_coordinate
+
     rng = check_random_state(random_state)
     n_permutations = check_count(n_permutations, "n_permutations", 1)
+    if groups is None:
+        groups = trial_coordinate(X, Y, Z)
+    if isinstance(conditions, str):
+        conditions = _coordinate(conditions, X, Y, Z)
     X, Y, Z = _check_data(X, Y, Z)
     Z2 = Z.reshape(len(Z), -1)
     n = X.shape[0]
-    if min_shift is None:
-        min_shift = max(1, n // 10)
-    if n < 2:
-        raise ValueError(f"a circular-shift test needs at least 2 samples, got {n}.")
-    min_shift = check_count(min_shift, "min_shift", 1, n // 2)
+    groups = check_groups(groups, n)
+    null = _check_null(null, groups)
+    if null == "circular":
+        if min_shift is None:
+            min_shift = max(1, n // 10)
+        if n < 2:
+            raise ValueError(f"a circular-shift test needs at least 2 samples, got {n}.")
+        min_shift = check_count(min_shift, "min_shift", 1, n // 2)
     # The null hypothesis is "no gating", not "no modulator effect at all": the
     # additive effect of Z on the target is a nuisance to keep. Shifting Z
     # would also destroy it, leave more residual variance to every null fit,
@@ -141,26 +183,62 @@ def test_modulation(
     design = np.column_stack([np.ones(n), Z2])
     Y = np.asarray(Y, dtype=float)
     Y = Y - design @ np.linalg.lstsq(design, Y, rcond=None)[0]
-    observed, model = _improvement(estimator, X, Y, Z)
+    observed, model = _improvement(estimator, X, Y, Z, groups)
     res = model.cv_results_
     selected = float(
         res["n_channels_mean_loss"][0] - res["n_channels_mean_loss"][res["n_channels_best_index"]]
     )
     fixed = clone(estimator).set_params(rank=model.rank_)
-    shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
-    jobs = (delayed(_improvement)(fixed, X, Y, np.roll(Z, s, axis=0)) for s in shifts)
+    if null == "circular":
+        shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
+        nulls = (np.roll(Z, s, axis=0) for s in shifts)
+        perms = None
+    else:
+        shifts = np.zeros(0, dtype=int)
+        idxs = [trial_permutation_indices(groups, rng, conditions) for _ in range(n_permutations)]
+        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+        perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
+        nulls = (Z[i] for i in idxs)
+    jobs = (delayed(_improvement)(fixed, X, Y, Zs, groups) for Zs in nulls)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
-    null = np.array(
+    null_dist = np.array(
         [
             r[0]
             for r in tqdm(results, total=n_permutations, desc="permutations", disable=not verbose)
         ]
     )
-    p = (1 + np.sum(null >= observed)) / (1 + n_permutations)
-    return ModulationTest(observed, selected, null, float(p), model.n_channels_, shifts)
+    p = (1 + np.sum(null_dist >= observed)) / (1 + n_permutations)
+    return ModulationTest(
+        observed, selected, null_dist, float(p), model.n_channels_, shifts, null, perms
+    )
 
 
 test_modulation.__test__ = False
+
+
+def _check_null(null, groups):
+    if null is None:
+        return "circular" if groups is None else "trial"
+    if null not in ("circular", "trial"):
+        raise ValueError(f"null must be 'circular' or 'trial', got {null!r}.")
+    if null == "trial" and groups is None:
+        raise ValueError(
+            "null='trial' needs trial ids: pass groups= or labelled inputs with a 'trial' "
+            "coordinate."
+        )
+    return null
+
+
+def _coordinate(name, *arrays):
+    """A named coordinate along time of the first labelled input that has it."""
+    from mics.trials import trial_coordinate
+
+    values = trial_coordinate(*arrays, coord=name)
+    if values is None:
+        raise ValueError(
+            f"conditions={name!r} names no coordinate along 'time' of the labelled inputs."
+        )
+    return values
 
 
 def _block_indices(n, block_length, rng):
@@ -182,9 +260,9 @@ def _align(reference, model):
     return order
 
 
-def _boot_fit(estimator, X, Y, Z, idx, seed):
+def _boot_fit(estimator, X, Y, Z, idx, seed, groups=None):
     m = clone(estimator).set_params(random_state=seed, verbose=0, n_jobs=1)
-    return m.fit(X[idx], Y[idx], Z[idx])
+    return m.fit(X[idx], Y[idx], Z[idx], groups=groups)
 
 
 def bootstrap_channels(
@@ -195,6 +273,7 @@ def bootstrap_channels(
     *,
     n_boot=100,
     block_length=None,
+    groups=None,
     confidence=0.95,
     n_jobs=None,
     verbose=1,
@@ -202,7 +281,8 @@ def bootstrap_channels(
 ):
     """Block-bootstrap confidence intervals for the channels of a fitted model.
 
-    Each resample concatenates contiguous blocks drawn with replacement,
+    Each resample concatenates contiguous blocks (whole trials when trial
+    ids are known) drawn with replacement,
     refits with the model's ranks fixed, and aligns its channels to the
     full-data fit (Hungarian matching on the product of |cosines|); the
     patterns' signs are matched too.
@@ -214,7 +294,12 @@ def bootstrap_channels(
         The data the model was fitted on.
     n_boot : int
     block_length : int, optional
-        Samples per block; default ``sqrt(n_samples)``, rounded.
+        Samples per block; default ``sqrt(n_samples)``, rounded. Ignored
+        when trials are resampled.
+    groups : array-like of shape (n_samples,), optional
+        Trial id of every sample: each resample then draws ``n_trials`` whole
+        trials with replacement. Taken from a ``trial`` coordinate of a
+        labelled input when not given.
     confidence : float
     n_jobs, verbose, random_state
         As in :func:`test_modulation`.
@@ -226,25 +311,39 @@ def bootstrap_channels(
         ``modulator_patterns``, the per-channel decomposition fractions
         (``reshape``, ...) and the whole-tensor ones (``total_reshape``, ...),
         each with a ``bound`` dimension (``low``, ``high``); the raw draws as
-        ``*_draws`` with a ``boot`` dimension. Pass it as ``intervals`` to
+        ``*_draws`` with a ``boot`` dimension. Attribute ``resampling`` is
+        ``"trial"`` or ``"block"``. Pass it as ``intervals`` to
         :func:`mics.decomposition.summarize`.
     """
     import xarray as xr
 
     from mics.decomposition import decompose
 
+    from mics.trials import check_groups, trial_coordinate
+
     rng = check_random_state(random_state)
     n_boot = check_count(n_boot, "n_boot", 1)
     check_fraction(confidence, "confidence")
+    if groups is None:
+        groups = trial_coordinate(X, Y, Z)
     X, Y, Z = _check_data(X, Y, Z)
     n = X.shape[0]
-    if block_length is None:
-        block_length = max(1, int(round(np.sqrt(n))))
-    block_length = check_count(block_length, "block_length", 1, n)
+    groups = check_groups(groups, n)
+    if groups is None:
+        if block_length is None:
+            block_length = max(1, int(round(np.sqrt(n))))
+        block_length = check_count(block_length, "block_length", 1, n)
     fixed = clone(model).set_params(rank=model.rank_, n_channels=model.n_channels_)
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_boot)
-    idxs = [_block_indices(n, block_length, rng) for _ in range(n_boot)]
-    jobs = (delayed(_boot_fit)(fixed, X, Y, Z, i, s) for i, s in zip(idxs, seeds, strict=True))
+    if groups is None:
+        draws_idx = [(_block_indices(n, block_length, rng), None) for _ in range(n_boot)]
+    else:
+        block_length = None
+        draws_idx = [trial_bootstrap_indices(groups, rng) for _ in range(n_boot)]
+    jobs = (
+        delayed(_boot_fit)(fixed, X, Y, Z, i, s, g)
+        for (i, g), s in zip(draws_idx, seeds, strict=True)
+    )
     fits = list(
         tqdm(
             Parallel(n_jobs=n_jobs, return_as="generator")(jobs),
@@ -289,5 +388,10 @@ def bootstrap_channels(
     bounds = ds.quantile([lo, hi], dim="boot").rename(quantile="bound")
     out = bounds.assign_coords(bound=["low", "high"])
     out = xr.merge([out, ds.rename({k: f"{k}_draws" for k in ds.data_vars})])
-    out.attrs.update(confidence=confidence, n_boot=n_boot, block_length=block_length)
+    out.attrs.update(
+        confidence=confidence,
+        n_boot=n_boot,
+        block_length=-1 if block_length is None else block_length,
+        resampling="block" if groups is None else "trial",
+    )
     return out

@@ -74,7 +74,9 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
     tol : float, default=1e-7
         Relative loss decrease that ends a stage.
     cv : int or splitter, default=10
-        Folds for selection; an int means contiguous blocks.
+        Folds for selection; an int means contiguous blocks (of whole trials
+        when ``fit`` gets ``groups`` or a labelled input has a ``trial``
+        coordinate).
     max_rank : int, default=10
         Largest baseline rank tried when ``rank`` is None.
     max_channels : int, default=4
@@ -186,7 +188,7 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y, Z=None):
+    def fit(self, X, y, Z=None, groups=None):
         """Fit the baseline, the additive modulator effect and the channels.
 
         Parameters
@@ -198,6 +200,11 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         Z : array-like of shape (n_samples, n_modulators) or (n_samples,), optional
             Modulator (running speed, pupil, another population). Without it
             the model is a reduced-rank regression.
+        groups : array-like of shape (n_samples,), optional
+            Trial id of every sample (each trial's samples contiguous): the
+            selection folds are then contiguous blocks of whole trials. Taken
+            from a ``trial`` coordinate along ``time`` of a labelled input
+            when not given.
 
         Returns
         -------
@@ -211,10 +218,13 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         y, iy = unwrap(y, "Y")
         Z, iz = unwrap(Z, "Z") if Z is not None else (None, None)
         self._labels = (ix, iy, iz) if any(i is not None for i in (ix, iy, iz)) else None
+        from mics.trials import groups_from_labels
+
         if Z is None:
-            self._fit_without_modulator(X, y)
+            self._fit_without_modulator(X, y, groups, ix, iy)
             return self._label_outputs()
         X, Y, y_1d = _validate_xy(self, X, y)
+        groups = groups_from_labels(groups, ix, iy, iz, n_samples=X.shape[0])
         Z = check_modulator(Z, X.shape[0])  # also checks the shared time axis
         self._check_params(X.shape[1], Y.shape[1], Z.shape[1])
         rng = check_random_state(self.random_state)
@@ -227,7 +237,9 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         if self.rank is None or self.n_channels is None:
             from mics.selection import select_mic_model
 
-            rank, n_channels, self.cv_results_, raw = select_mic_model(self, X, Y, Z, rng)
+            rank, n_channels, self.cv_results_, raw = select_mic_model(
+                self, X, Y, Z, rng, groups=groups
+            )
         else:
             rank, n_channels = int(self.rank), int(self.n_channels)
             raw = compute_moments(X, Y, Z, interaction=self.solver_ == "moments")
@@ -297,15 +309,18 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             "alpha_W": alpha_W * op.interaction_scale / op.n * (op.p + op.q + op.m),
         }
 
-    def _fit_without_modulator(self, X, y):
+    def _fit_without_modulator(self, X, y, groups=None, ix=None, iy=None):
         """Without a modulator the model is a reduced-rank regression."""
+        from mics.trials import groups_from_labels
+
         X, Y, y_1d = _validate_xy(self, X, y)
         check_count(self.max_rank, "max_rank", 0)
         check_folds(self.cv)
+        groups = groups_from_labels(groups, ix, iy, n_samples=X.shape[0])
         p, q = X.shape[1], Y.shape[1]
         if self.rank is None:
             inner = ReducedRankRegressionCV(ranks=range(self.max_rank + 1), cv=self.cv)
-            inner.fit(X, Y)
+            inner.fit(X, Y, groups=groups)
             self.cv_results_ = inner.cv_results_
             rank = inner.rank_
         else:

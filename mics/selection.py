@@ -2,7 +2,9 @@
 
 Calcium signals are autocorrelated for seconds, so folds are contiguous
 blocks of time (scikit-learn's ``KFold(shuffle=False)``), optionally with a
-gap of discarded samples on each side of the held-out block.
+gap of discarded samples on each side of the held-out block. With trial ids
+(``groups``) the blocks are runs of whole trials (:func:`mics.trials.cv_splits`
+builds every fold).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def resolve_cv(cv, n_samples, gap=0):
     return check_cv(cv)
 
 
-def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0):
+def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0, groups=None):
     """Cross-validated NSE of reduced-rank regression for each candidate rank.
 
     Parameters
@@ -84,6 +86,8 @@ def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0):
     ranks : sequence of int, increasing complexity
     cv : int or splitter
     alpha : float
+    groups : array-like of shape (n_samples,), optional
+        Trial ids: folds then hold out contiguous blocks of whole trials.
 
     Returns
     -------
@@ -91,10 +95,11 @@ def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0):
         ``rank``, ``fold_loss`` (n_ranks, n_folds), ``mean_loss``, ``sem_loss``
         and ``best_index`` (the one-SEM choice).
     """
-    splitter = resolve_cv(cv, X.shape[0])
+    from mics.trials import cv_splits
+
     ranks = list(ranks)
     losses = []
-    for train, test in splitter.split(X):
+    for train, test in cv_splits(cv, X.shape[0], groups=groups):
         coefs, intercepts = fit_reduced_rank(X[train], Y[train], ranks, alpha=alpha)
         losses.append(
             [
@@ -203,7 +208,7 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None):
     return float(rss / tss) if tss > 0 else np.inf
 
 
-def _fold_moments(X, Y, Z, splitter, interaction):
+def _fold_moments(X, Y, Z, splits, interaction):
     """Total moments plus, per fold, the held-out and excluded blocks' moments.
 
     When the held-out blocks partition the samples (K-fold without a gap),
@@ -213,7 +218,6 @@ def _fold_moments(X, Y, Z, splitter, interaction):
 
     n = X.shape[0]
     shifts = (X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
-    splits = list(splitter.split(X))
     folds = []
     for train, test in splits:
         excluded = np.setdiff1d(np.arange(n), train, assume_unique=True)
@@ -305,11 +309,12 @@ def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, de
     return np.asarray(out).T  # (n_candidates, n_folds)
 
 
-def select_mic_model(estimator, X, Y, Z, rng):
+def select_mic_model(estimator, X, Y, Z, rng, groups=None):
     """Hierarchical selection: baseline rank, then number of channels given the rank.
 
     Both stages use blocked cross-validation (NSE pooled over target
-    neurons) and the one-SEM rule. Fold statistics are the total moments
+    neurons; whole trials per fold when ``groups`` gives trial ids) and the
+    one-SEM rule. Fold statistics are the total moments
     minus the held-out block, so the whole selection costs one pass over
     the data (moment solver).
 
@@ -325,9 +330,11 @@ def select_mic_model(estimator, X, Y, Z, rng):
     """
     n, p = X.shape
     q, m = Y.shape[1], Z.shape[1]
-    splitter = resolve_cv(estimator.cv, n, gap=estimator.gap)
+    from mics.trials import cv_splits
+
+    splits = cv_splits(estimator.cv, n, gap=estimator.gap, groups=groups)
     interaction = estimator.solver_ == "moments"
-    total, folds = _fold_moments(X, Y, Z, splitter, interaction)
+    total, folds = _fold_moments(X, Y, Z, splits, interaction)
     data = (X, Y, Z)
     # Set once, before any worker thread starts: the fold fits are small dense
     # solves (see fit_mic_model), and per-thread limits would race.
