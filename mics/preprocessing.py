@@ -13,6 +13,11 @@ Typical chain::
     dff = delta_f_over_f(F, fs=ds.fs, window_s=60.0)
     speed = align_to_frames(speed_raw, dff.time)  # behaviour on the imaging clock
     dff = zscore(dff)
+
+Trial-structured recordings (e.g. :func:`mics.io.load_park2024`)::
+
+    resid = subtract_condition_means(ds, condition="direction")  # fluctuations
+    lagged = lag_embed(resid.activity, lags=3)  # never crosses a trial boundary
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ import xarray as xr
 from scipy import ndimage
 
 from mics._validation import check_count
+from mics.trial_preprocessing import lag_embed, subtract_condition_means
 
 __all__ = [
     "align_to_frames",
     "bin_time",
     "delta_f_over_f",
+    "lag_embed",
+    "subtract_condition_means",
     "subtract_neuropil",
     "zscore",
 ]
