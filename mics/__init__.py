@@ -12,6 +12,7 @@ from mics.inference import bootstrap_channels, test_modulation
 from mics.mic_estimator import MICs
 from mics.persistence import load
 from mics.simulation import GroundTruth, simulate
+from mics.trial_simulation import simulate_trials
 
 __all__ = [
     "MICs",
@@ -19,6 +20,7 @@ __all__ = [
     "ReducedRankRegressionCV",
     "GroundTruth",
     "simulate",
+    "simulate_trials",
     "test_modulation",
     "bootstrap_channels",
     "load",
