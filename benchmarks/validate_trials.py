@@ -198,9 +198,10 @@ def main(argv=None):
         ranks = np.array([r[f"{name}_rank"] for r in a])
         scores = np.array([r[f"{name}_score"] for r in a])
         rate = detection_rates([], ranks)
+        lo, hi = rate.false_positive_rate_ci
         say(
             f"    {name:<11} rank > 0 in {int((ranks > 0).sum())}/{len(a)} "
-            f"(95% CI {rate.false_positive_rate_ci[0]:.3f}-{rate.false_positive_rate_ci[1]:.3f}); mean CV score "
+            f"(95% CI {lo:.3f}-{hi:.3f}); mean CV score "
             f"{scores.mean():+.4f} (max {scores.max():+.4f})"
         )
         summary.append(

@@ -318,7 +318,6 @@ def bootstrap_channels(
     import xarray as xr
 
     from mics.decomposition import decompose
-
     from mics.trials import check_groups, trial_coordinate
 
     rng = check_random_state(random_state)

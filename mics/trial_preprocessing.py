@@ -175,7 +175,7 @@ def subtract_condition_means(
     cells_df = pd.DataFrame({"condition": cond, "trial_time": ttime})
     grouped = cells_df.groupby(["condition", "trial_time"], sort=False, dropna=False)
     cells = grouped.ngroup().to_numpy()
-    names = [f"(condition={c!r}, trial_time={t!r})" for c, t in grouped.groups.keys()]
+    names = [f"(condition={c!r}, trial_time={t!r})" for c, t in grouped.groups]
 
     def residuals(values: np.ndarray) -> np.ndarray:
         flat = values.reshape(n, -1)
@@ -209,7 +209,7 @@ def _subtract_da(da: xr.DataArray, residuals, time_dim: str, attrs: dict) -> xr.
 def _check_lags(lags: Any) -> np.ndarray:
     if isinstance(lags, int | np.integer) and not isinstance(lags, bool):
         if lags < 0:
-            raise ValueError(f"lags must be a non-negative int (0..L) or a list of ints, got {lags}.")
+            raise ValueError(f"lags must be a non-negative int L or a list of ints, got {lags}.")
         return np.arange(int(lags) + 1)
     arr = np.asarray(lags)
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
@@ -276,10 +276,10 @@ def _lag_embed_da(da: xr.DataArray, lag_values: np.ndarray, groups: Any, time_di
     if feature_dim not in da.coords:
         da = da.assign_coords({feature_dim: np.arange(da.sizes[feature_dim])})
     shifted = [
-        da.copy(data=shift_within_trials(da.values, lag, codes)).expand_dims(lag=[int(lag)], axis=1)
+        da.copy(data=shift_within_trials(da.values, lag, codes)).expand_dims(lag=[int(lag)])
         for lag in lag_values
     ]
-    stacked = xr.concat(shifted, dim="lag")  # (time, lag, feature)
+    stacked = xr.concat(shifted, dim="lag").transpose(time_dim, "lag", feature_dim)
     new_dim = f"{feature_dim}_lag"
     out = stacked.stack({new_dim: ("lag", feature_dim)})
     out.attrs.update(da.attrs)

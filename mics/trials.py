@@ -332,8 +332,10 @@ def trial_permutation_indices(
     """
     starts, lengths = _trial_bounds(codes)
     n_trials = starts.size
-    strata = np.zeros(n_trials, dtype=int) if conditions is None else _condition_per_trial(
-        codes, conditions
+    strata = (
+        np.zeros(n_trials, dtype=int)
+        if conditions is None
+        else _condition_per_trial(codes, conditions)
     )
     perm = np.arange(n_trials)
     # Strata: condition x trial length (trials of unequal length cannot swap).
@@ -349,8 +351,10 @@ def n_trial_permutations(codes: np.ndarray, conditions: Any = None) -> float:
     from scipy.special import gammaln
 
     starts, lengths = _trial_bounds(codes)
-    strata = np.zeros(starts.size, dtype=int) if conditions is None else _condition_per_trial(
-        codes, conditions
+    strata = (
+        np.zeros(starts.size, dtype=int)
+        if conditions is None
+        else _condition_per_trial(codes, conditions)
     )
     keys = strata.astype(np.int64) * (int(lengths.max()) + 1) + lengths
     _, counts = np.unique(keys, return_counts=True)
