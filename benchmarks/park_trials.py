@@ -61,49 +61,8 @@ def _inputs(ds):
     return tuple(zscore(a) for a in (X, Y, Z))
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-perm", type=int, default=99)
-    parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--out", default="results/trials")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    warnings.simplefilter("ignore")  # capped CV fits warn about convergence
-    lines = []
-
-    def say(s=""):
-        print(s, flush=True)
-        lines.append(s)
-
-    t0 = time.perf_counter()
-    ds = mics.io.load_park2024(_data_dir() / "park2024" / SESSION)
-    sub = subtract_condition_means(ds, "direction")
-    data = {"raw": _inputs(ds), "subtracted": _inputs(sub)}
-    X, Y, Z = data["subtracted"]
-    assert "trial" in X.coords  # groups come from here
-    say(f"{SESSION}: source {X.shape}, target {Y.shape}, modulator {list(Z.modulator.values)}")
-
-    models = {}
-    for name, (Xd, Yd, Zd) in data.items():
-        models[name] = mics.MICs(random_state=0, verbose=0).fit(Xd, Yd, Zd)
-        m = models[name]
-        res = m.cv_results_
-        say(
-            f"{name:<11} trial-blocked 10-fold selection: rank {m.rank_} "
-            f"(CV 1-NSE {res['rank_mean_score'][res['rank_best_index']]:.4f}), "
-            f"channels {m.n_channels_} "
-            f"(K=0..4 mean NSE {np.round(res['n_channels_mean_loss'], 4).tolist()})"
-        )
-    fig, axes = plt.subplots(2, 2, figsize=(9, 7), layout="constrained")
-    for row, name in zip(axes, ("raw", "subtracted"), strict=True):
-        plotting.plot_cv_curves(models[name], axes=row)
-        row[0].set_title(f"{name}: baseline rank")
-        row[1].set_title(f"{name}: channels")
-    fig.savefig(out / "park_cv.png", dpi=120)
-    plt.close(fig)
-
-    rank = models["subtracted"].rank_
+def _test(X, Y, Z, rank, args, out, say):
+    """Step 3: the trial-null test and its figure."""
     est = mics.MICs(rank=rank, cv=5, max_channels=2, n_init=1, verbose=0)
     test = mics.test_modulation(
         est,
@@ -130,6 +89,61 @@ def main(argv=None):
     ax.legend(fontsize="small")
     fig.savefig(out / "park_null.png", dpi=120)
     plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-perm", type=int, default=99)
+    parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--out", default="results/trials")
+    parser.add_argument(
+        "--test-only-rank",
+        type=int,
+        default=None,
+        help="run only step 3 at this baseline rank (writes park_null.png, park_test.txt)",
+    )
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    warnings.simplefilter("ignore")  # capped CV fits warn about convergence
+    lines = []
+
+    def say(s=""):
+        print(s, flush=True)
+        lines.append(s)
+
+    t0 = time.perf_counter()
+    ds = mics.io.load_park2024(_data_dir() / "park2024" / SESSION)
+    sub = subtract_condition_means(ds, "direction")
+    data = {"raw": _inputs(ds), "subtracted": _inputs(sub)}
+    X, Y, Z = data["subtracted"]
+    assert "trial" in X.coords  # groups come from here
+    say(f"{SESSION}: source {X.shape}, target {Y.shape}, modulator {list(Z.modulator.values)}")
+
+    if args.test_only_rank is not None:
+        _test(X, Y, Z, args.test_only_rank, args, out, say)
+        (out / "park_test.txt").write_text("\n".join(lines) + "\n")
+        return
+    models = {}
+    for name, (Xd, Yd, Zd) in data.items():
+        models[name] = mics.MICs(random_state=0, verbose=0).fit(Xd, Yd, Zd)
+        m = models[name]
+        res = m.cv_results_
+        say(
+            f"{name:<11} trial-blocked 10-fold selection: rank {m.rank_} "
+            f"(CV 1-NSE {res['rank_mean_score'][res['rank_best_index']]:.4f}), "
+            f"channels {m.n_channels_} "
+            f"(K=0..4 mean NSE {np.round(res['n_channels_mean_loss'], 4).tolist()})"
+        )
+    fig, axes = plt.subplots(2, 2, figsize=(9, 7), layout="constrained")
+    for row, name in zip(axes, ("raw", "subtracted"), strict=True):
+        plotting.plot_cv_curves(models[name], axes=row)
+        row[0].set_title(f"{name}: baseline rank")
+        row[1].set_title(f"{name}: channels")
+    fig.savefig(out / "park_cv.png", dpi=120)
+    plt.close(fig)
+
+    _test(X, Y, Z, models["subtracted"].rank_, args, out, say)
 
     scans = {}
     for name, (Xd, Yd, Zd) in data.items():
