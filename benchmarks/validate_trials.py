@@ -36,7 +36,7 @@ one BLAS thread. Writes ``trials_runs.csv``, ``trials_summary.csv`` and
 
 Usage::
 
-    python benchmarks/validate_trials.py            # full run (~15-25 min on 2 cores)
+    python benchmarks/validate_trials.py            # full run (65 min on 2 cores shared 8-fold)
     python benchmarks/validate_trials.py --quick    # smoke run
 """
 
