@@ -13,11 +13,14 @@ The figures live in small modules by what they show:
 - :mod:`mics.plotting.inference`: the modulation test's null distribution and
   bootstrap intervals on the decomposition;
 - :mod:`mics.plotting.state`: communication at low vs high modulator and
-  each channel's gain against each modulator.
+  each channel's gain against each modulator;
+- :mod:`mics.plotting.lags`: a lag scan's communication and modulation
+  against the source's lead.
 """
 
 from mics.plotting import model as _model
 from mics.plotting.inference import plot_bootstrap_intervals, plot_null_distribution
+from mics.plotting.lags import plot_lag_scan
 from mics.plotting.model import *  # noqa: F403
 from mics.plotting.state import plot_channel_gain, plot_state_communication, state_angles
 
@@ -25,6 +28,7 @@ __all__ = [
     *_model.__all__,
     "plot_bootstrap_intervals",
     "plot_channel_gain",
+    "plot_lag_scan",
     "plot_null_distribution",
     "plot_state_communication",
     "state_angles",
