@@ -191,13 +191,14 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     chunk_size : int, optional
         Rows per chunk (default: about 16 MiB of source rows per buffer).
     interaction : bool
-        If False, the Gram covers ``[1, x, z]`` only and the interaction
-        moments are zero: for the data-space path, where ``Phi^T Phi`` would
-        not fit in memory.
+        If False, only the linear moments of ``x``, ``z`` and ``y`` are
+        accumulated, as their own small blocks
+        (:class:`mics.linear_moments.RawLinearMoments`): for the data-space
+        path, where ``Phi^T Phi`` would not fit in memory.
 
     Returns
     -------
-    RawMoments
+    RawMoments or RawLinearMoments
     """
     n, p = X.shape
     m = Z.shape[1]
@@ -206,8 +207,9 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
         shifts = (X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
     x_shift, z_shift, y_shift = (np.ascontiguousarray(s, dtype=np.float64) for s in shifts)
     if not interaction:
-        G, Gy, Syy = _linear_moments(X, Y, Z, x_shift, z_shift, y_shift)
-        return RawMoments(n, x_shift, z_shift, y_shift, G, Gy, Syy)
+        from mics.linear_moments import linear_moments
+
+        return linear_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size)
     pt, mt = p + 1, m + 1
     pairs = [(a, b) for a in range(mt) for b in range(a, mt)]
     blocks = {ab: np.zeros((pt, pt), order="F") for ab in pairs}
@@ -243,39 +245,3 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
         G[:, a, :, b] = c
         G[:, b, :, a] = c
     return RawMoments(n, x_shift, z_shift, y_shift, G, Gy, Syy)
-
-
-def _linear_moments(X, Y, Z, x_shift, z_shift, y_shift):
-    """Moments of ``[1, x, z]`` and ``y`` only, laid out like the full Gram.
-
-    Entries that involve the interaction (both an ``x`` and a ``z`` index)
-    are left at zero; :meth:`RawMoments.centered` then yields the linear
-    scatter matrices exactly.
-    """
-    n, p = X.shape
-    m, q = Z.shape[1], Y.shape[1]
-    G = np.zeros((p + 1, m + 1, p + 1, m + 1))
-    Gy = np.zeros((p + 1, m + 1, q))
-    Syy = np.zeros((q, q))
-    rows = _chunk_rows(p + m + q)
-    for start in range(0, n, rows):
-        Xc = X[start : start + rows] - x_shift
-        Zc = Z[start : start + rows] - z_shift
-        Yc = Y[start : start + rows] - y_shift
-        k = Xc.shape[0]
-        G[0, 0, 0, 0] += k
-        sx, sz = Xc.sum(axis=0), Zc.sum(axis=0)
-        G[1:, 0, 0, 0] += sx
-        G[0, 0, 1:, 0] += sx
-        G[0, 1:, 0, 0] += sz
-        G[0, 0, 0, 1:] += sz
-        G[1:, 0, 1:, 0] += Xc.T @ Xc
-        xz = Xc.T @ Zc
-        G[1:, 0, 0, 1:] += xz
-        G[0, 1:, 1:, 0] += xz.T
-        G[0, 1:, 0, 1:] += Zc.T @ Zc
-        Gy[0, 0] += Yc.sum(axis=0)
-        Gy[1:, 0] += Xc.T @ Yc
-        Gy[0, 1:] += Zc.T @ Yc
-        Syy += Yc.T @ Yc
-    return G, Gy, Syy
