@@ -26,12 +26,12 @@ from functools import partial
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import blas
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from mics import _kernels
 from mics._linalg import canonical_signs, solve_psd
+from mics.weighted_grams import WeightedGrams
 
 __all__ = ["MomentOperator", "DataOperator", "MICFit", "fit_mic_model", "canonical_channels"]
 
@@ -125,9 +125,11 @@ class MomentOperator(_LinearPart):
 class DataOperator(_LinearPart):
     """Block quantities computed from the centred data, chunk-free.
 
-    Each source update costs ``O(T p^2 K^2)`` (BLAS weighted Grams), so this
-    path is for problems where the ``(p m)^2`` interaction moments would not
-    fit in memory (a third population as modulator), not for speed.
+    Each sweep costs ``O(T (p^2 + m^2) K)`` (BLAS weighted Grams, see
+    :mod:`mics.weighted_grams`) and the memory is that of the data: the path
+    for a third population as modulator, whose ``(p m)^2`` interaction
+    moments would neither fit in memory nor pay for their pass over the data
+    (:mod:`mics.solver_cost`).
 
     Parameters
     ----------
@@ -155,33 +157,20 @@ class DataOperator(_LinearPart):
         # R has zero mean, so centring Phi changes nothing here.
         return np.stack([self.Xc.T @ (self.Zc[:, a : a + 1] * self.R) for a in range(self.m)], 1)
 
-    def _weighted_grams(self, V, F):
-        """``N[k, l] = scatter of the features F * V[:, k] and F * V[:, l]``.
-
-        The diagonal blocks are ``F^T diag(v_k^2) F``: a symmetric rank-T
-        update of the rows scaled by ``v_k`` (BLAS ``dsyrk``, half the work of
-        a general product); off-diagonal blocks are one ``dgemm`` each.
-        """
-        K = V.shape[1]
-        d = F.shape[1]
-        N = np.empty((K, K, d, d))
-        scaled = [F * V[:, k : k + 1] for k in range(K)]
-        means = [s.mean(axis=0) for s in scaled]
-        for k in range(K):
-            # dsyrk on the transposed (Fortran) view of C-ordered rows: no copy
-            c = blas.dsyrk(1.0, scaled[k].T, trans=0, lower=0)
-            c += np.triu(c, 1).T
-            N[k, k] = c - self.n * np.outer(means[k], means[k])
-            for l in range(k + 1, K):
-                N[k, l] = scaled[k].T @ scaled[l] - self.n * np.outer(means[k], means[l])
-                N[l, k] = N[k, l].T
-        return N
+    def _weighted_grams(self, V, F, which):
+        # one reused buffer per mode: the source blocks are consumed before the
+        # modulator blocks are formed, and each is rebuilt every sweep
+        buffers = self.__dict__.setdefault("_gram_buffers", {})
+        buf = buffers.get(which)
+        if buf is None or buf.shape[0] < V.shape[1]:
+            buf = buffers[which] = np.empty((V.shape[1],) + F.shape)
+        return WeightedGrams(F, V, buf)
 
     def gram_source(self, C):
-        return self._weighted_grams(self.Zc @ C, self.Xc)
+        return self._weighted_grams(self.Zc @ C, self.Xc, "source")
 
     def gram_modulator(self, A):
-        return self._weighted_grams(self.Xc @ A, self.Zc)
+        return self._weighted_grams(self.Xc @ A, self.Zc, "modulator")
 
     def rhs_source(self, C, Bm):
         return self.Xc.T @ ((self.Zc @ C) * (self.R @ Bm))
@@ -202,6 +191,8 @@ class DataOperator(_LinearPart):
 # ----------------------------------------------------------------------------- blocks
 def _contract_pair(N, V):
     """``H[k, l] = V[:, k]^T N[k, l] V[:, l]`` for N of shape (K, K, d, d)."""
+    if isinstance(N, WeightedGrams):
+        return N.contract(V)
     return np.einsum("ak,klab,bl->kl", V, N, V, optimize=True)
 
 
@@ -216,7 +207,10 @@ def _solve_factor(N, BtB, rhs, alpha, current):
 
     Parameters
     ----------
-    N : ndarray of shape (K, K, d, d)
+    N : ndarray of shape (K, K, d, d) or WeightedGrams
+        The channel-by-channel update only multiplies off-diagonal blocks
+        by vectors, so a lazy :class:`~mics.weighted_grams.WeightedGrams`
+        never forms them there.
     BtB : ndarray of shape (K, K)
         Gram of the factor that multiplies this one in the design.
     rhs : ndarray of shape (d, K)
@@ -230,6 +224,7 @@ def _solve_factor(N, BtB, rhs, alpha, current):
     """
     K, _, d, _ = N.shape
     if K * d <= _JOINT_SOLVE_MAX:
+        N = np.asarray(N)  # the data path forms its blocks lazily
         H = (BtB[:, :, None, None] * N).transpose(0, 2, 1, 3).reshape(K * d, K * d)
         H[np.diag_indices_from(H)] += alpha
         return solve_psd(H, rhs.T.reshape(-1)).reshape(K, d).T
