@@ -56,7 +56,9 @@ def path_costs(n_samples, p, q, m, *, n_channels=1, n_fits=1, n_folds=0, n_candi
     sweep_moments = 3.0 * p * p * m * m * K + 6.0 * p * m * q * K
     heldout_moments = 2.0 * d * d * (1 + min(p, q) + m + K)
     flops_moments = (
-        pass_flops + n_fits * _SWEEPS_PER_FIT * sweep_moments + n_folds * n_candidates * heldout_moments
+        pass_flops
+        + n_fits * _SWEEPS_PER_FIT * sweep_moments
+        + n_folds * n_candidates * heldout_moments
     )
     # raw + centred copies of the moments, plus the operator's transposed scatter
     bytes_moments = 2 * moment_nbytes(p, m, q) + 8 * (p * m) ** 2
