@@ -150,12 +150,25 @@ class DataOperator(_LinearPart):
         self.interaction_scale = float(sq - np.sum(Sxz**2) / self.n) / (self.p * self.m)
 
     def set_baseline(self, B, D):
-        self.R = self.Yc - self.Xc @ B - self.Zc @ D
-        self.rr = float(np.sum(self.R**2))
+        # The residual R = Yc - Xc B - Zc D is never formed (T x q per joint
+        # sweep): every block needs it only through R @ v or R^T h, which
+        # cost O(T (p + m + q) K) term by term, and ||R||^2 comes from the
+        # linear moments exactly as on the moment path.
+        self.B, self.D = B, D
+        self.rr = self.residual_norm2(B, D)
+
+    def _residual_times(self, V):
+        """``R @ V`` for V of shape (q, K)."""
+        return self.Yc @ V - self.Xc @ (self.B @ V) - self.Zc @ (self.D @ V)
+
+    def _residual_transposed_times(self, H):
+        """``R^T @ H`` for H of shape (T, K)."""
+        return self.Yc.T @ H - self.B.T @ (self.Xc.T @ H) - self.D.T @ (self.Zc.T @ H)
 
     def interaction_cross(self):
         # R has zero mean, so centring Phi changes nothing here.
-        return np.stack([self.Xc.T @ (self.Zc[:, a : a + 1] * self.R) for a in range(self.m)], 1)
+        R = self.Yc - self.Xc @ self.B - self.Zc @ self.D
+        return np.stack([self.Xc.T @ (self.Zc[:, a : a + 1] * R) for a in range(self.m)], 1)
 
     def _weighted_grams(self, V, F, which):
         # one reused buffer per mode: the source blocks are consumed before the
@@ -173,19 +186,22 @@ class DataOperator(_LinearPart):
         return self._weighted_grams(self.Xc @ A, self.Zc, "modulator")
 
     def rhs_source(self, C, Bm):
-        return self.Xc.T @ ((self.Zc @ C) * (self.R @ Bm))
+        return self.Xc.T @ ((self.Zc @ C) * self._residual_times(Bm))
 
     def rhs_modulator(self, A, Bm):
-        return self.Zc.T @ ((self.Xc @ A) * (self.R @ Bm))
+        return self.Zc.T @ ((self.Xc @ A) * self._residual_times(Bm))
 
     def rhs_target(self, A, C):
-        return self.R.T @ ((self.Xc @ A) * (self.Zc @ C))
+        return self._residual_transposed_times((self.Xc @ A) * (self.Zc @ C))
 
     def baseline_targets(self, A, Bm, C, H_int):
+        # Cross-moments with Y - h Bm^T through the K columns of h only
+        # (O(T (p + m + q) K), not O(T (p + m) q)).
         h = (self.Xc @ A) * (self.Zc @ C)
         h -= h.mean(axis=0)
-        RW = self.Yc - h @ Bm.T
-        return self.Xc.T @ RW, self.Zc.T @ RW, float(np.sum(RW**2))
+        hy = self.Yc.T @ h  # (q, K)
+        rw2 = self.tr_yy - 2 * np.sum(hy * Bm) + np.sum((h.T @ h) * (Bm.T @ Bm))
+        return self.Sxy - (self.Xc.T @ h) @ Bm.T, self.Szy - (self.Zc.T @ h) @ Bm.T, float(rw2)
 
 
 # ----------------------------------------------------------------------------- blocks
