@@ -39,6 +39,11 @@ __all__ = ["MomentOperator", "DataOperator", "MICFit", "fit_mic_model", "canonic
 _PROBE_SWEEPS = 5
 # Largest K * d for which a factor's channels are solved jointly.
 _JOINT_SOLVE_MAX = 256
+# Largest p m q for which the start forms the full interaction estimate;
+# above it the unfoldings are sketched (see interaction_init).
+_EXACT_INIT_MAX = 1_000_000
+_SKETCH_SIZE = 24
+_SKETCH_SEED = 20170
 
 
 # ----------------------------------------------------------------------------- operators
@@ -391,20 +396,39 @@ def interaction_init(op, B, D, ridge=1e-3):
     singular vectors of its target and modulator unfoldings start the ALS
     (the first K of each; the caller pads when K exceeds their number).
 
+    When ``W_full`` is large (``p m q`` above ``_EXACT_INIT_MAX``, e.g. a
+    modulator population) it is not formed: on the data path that would
+    cost ``2 T p m q``. Each unfolding is sketched instead by contracting the
+    other two modes with fixed random vectors (a Khatri-Rao test matrix,
+    whose sketch Gram is an unbiased estimate of the unfolding's Gram), which
+    both operators compute through their ALS right-hand sides in
+    ``O(T (p + m + q) s)``. The rule depends on the problem's size only, so
+    both paths start from the same patterns.
+
     Returns
     -------
-    Ub : ndarray of shape (q, q)
-    Uc : ndarray of shape (m, m)
-        Left singular vectors of the target and modulator unfoldings, by
-        decreasing singular value.
+    Ub : ndarray of shape (q, q) or (q, s)
+    Uc : ndarray of shape (m, m) or (m, s)
+        Left singular vectors of the target and modulator unfoldings (or
+        their sketches), by decreasing singular value.
     """
     op.set_baseline(B, D)
-    S = op.interaction_cross()
-    p, m, q = S.shape
+    p, m, q = op.p, op.m, op.q
     ex = ridge * np.trace(op.Sxx) / p
     ez = ridge * np.trace(op.Szz) / m
     Px = solve_psd(op.Sxx + ex * np.eye(p), np.eye(p))
     Pz = solve_psd(op.Szz + ez * np.eye(m), np.eye(m))
+    if p * m * q > _EXACT_INIT_MAX:
+        rng = np.random.default_rng(_SKETCH_SEED)
+        s = _SKETCH_SIZE
+        Wx, Wz, Wy = (rng.standard_normal((d, s)) for d in (p, m, q))
+        # target sketch: sum_ia W[i,a,j] wx[i,s] wz[a,s] = Phi^T R contracted
+        # with (Px wx) and (Pz wz) over the source and modulator modes
+        Yb = op.rhs_target(Px @ Wx, Pz @ Wz)
+        # modulator sketch: Pz times Phi^T R contracted with (Px wx) and wy
+        Yc = Pz @ op.rhs_modulator(Px @ rng.standard_normal((p, s)), Wy)
+        return _leading_left_vectors(Yb), _leading_left_vectors(Yc)
+    S = op.interaction_cross()
     W = np.einsum("ij,ab,jbq->iaq", Px, Pz, S, optimize=True)
     # leading left singular vectors of the unfoldings, from their small Grams
     Ub = _leading_left_vectors(W.transpose(2, 0, 1).reshape(q, -1))
