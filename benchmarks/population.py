@@ -309,9 +309,11 @@ def part_large(args):
 
 def part_ratio(args):
     lines = ["T=3000, p=60, q=40, true r=3, K=1, modulator_kind='population'"]
-    new = {m: run("select", m=m, seed=args.seed) for m in (3, 100)}
-    for m, res in new.items():
-        lines.append(f"this branch, m={m}: {res}")
+    new = {}
+    for m in (3, 100):
+        new[m] = run("select", m=m, seed=args.seed)
+        lines.append(f"this branch, m={m}: {new[m]}")
+        _write("ratio", lines)  # partial results survive a slow v0.1 run
     lines.append(f"time ratio m=100 / m=3: {new[100]['seconds'] / new[3]['seconds']:.1f}x")
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(
@@ -320,6 +322,7 @@ def part_ratio(args):
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         old3 = run("select", pythonpath=tmp, m=3, seed=args.seed)
         lines.append(f"v0.1, m=3: {old3}")
+        _write("ratio", lines)
         rank = None if args.v01_m100 == "full" else new[100]["rank"]
         old100 = run("select", pythonpath=tmp, m=100, seed=args.seed, rank=rank)
         what = "default selection" if rank is None else f"rank fixed at {rank}, K selected"
