@@ -273,3 +273,34 @@ def test_population_modulator_patterns_are_recovered():
         * np.outer(est.source_patterns_[:, 0], est.target_patterns_[:, 0])
     )
     np.testing.assert_allclose(dB, expected, rtol=1e-10, atol=1e-12)
+
+
+# --------------------------------------------------------------- figures
+def test_modulator_patterns_drawn_over_labelled_neurons():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import xarray as xr
+
+    from mics import plotting
+
+    X, Y, Z, truth = simulate(
+        n_samples=800, n_source=6, n_target=5, n_modulators=40, rank=1, n_channels=1,
+        modulator_kind="population", modulation_snr=2.0, random_state=9,
+    )  # fmt: skip
+    ids = [f"m{j:02d}" for j in range(40)]
+    Zl = xr.DataArray(Z, dims=("time", "neuron"), coords={"neuron": ids})
+    est = _fit(X, Y, Zl, "data", rank=1, n_channels=1)
+    c = np.asarray(est.modulator_patterns_)[:, 0]
+    (ax,) = plotting.plot_modulator_patterns(est, n_labels=5)
+    heights = np.array([bar.get_height() for bar in ax.patches])
+    np.testing.assert_allclose(heights, np.sort(c)[::-1])
+    named = {t.get_text() for t in ax.texts}
+    assert named == {ids[j] for j in np.argsort(-np.abs(c))[:5]}
+    # the largest loadings sit on neurons that really gate
+    assert {int(n[1:]) for n in named} <= set(truth.gating_neurons.tolist())
+    # plot_channels draws the modulator column the same way for a population
+    fig = plotting.plot_channels(est)
+    assert len(fig.axes[2].patches) == 40
+    plt.close("all")
