@@ -142,13 +142,17 @@ class DataOperator(_LinearPart):
         Linear moments (interaction moments may be ``None``).
     X, Y, Z : ndarray
         Data, centred here with ``cm``'s means.
+    rows : ndarray of int, optional
+        Training rows (a cross-validation fold): gathered and centred in one
+        copy per array, the only copy of the data the fold makes.
     """
 
-    def __init__(self, cm, X, Y, Z):
+    def __init__(self, cm, X, Y, Z, rows=None):
         self._init_linear(cm)
-        self.Xc = X - cm.x_mean
-        self.Zc = Z - cm.z_mean
-        self.Yc = Y - cm.y_mean
+        self.Xc, self.Zc, self.Yc = (
+            _centred_rows(a, mean, rows)
+            for a, mean in ((X, cm.x_mean), (Z, cm.z_mean), (Y, cm.y_mean))
+        )
         # mean diagonal of the centred interaction scatter (relative ridge scale)
         sq = np.sum(np.sum(self.Xc**2, axis=1) * np.sum(self.Zc**2, axis=1))
         Sxz = self.Xc.T @ self.Zc
@@ -207,6 +211,16 @@ class DataOperator(_LinearPart):
         hy = self.Yc.T @ h  # (q, K)
         rw2 = self.tr_yy - 2 * np.sum(hy * Bm) + np.sum((h.T @ h) * (Bm.T @ Bm))
         return self.Sxy - (self.Xc.T @ h) @ Bm.T, self.Szy - (self.Zc.T @ h) @ Bm.T, float(rw2)
+
+
+def _centred_rows(a, mean, rows):
+    out = (
+        np.asarray(a, dtype=np.float64)[rows]
+        if rows is not None
+        else np.array(a, dtype=np.float64)
+    )
+    out -= mean
+    return out
 
 
 # ----------------------------------------------------------------------------- blocks

@@ -244,8 +244,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed):
     if estimator.solver_ == "moments":
         op = MomentOperator(cm)
     else:
-        X, Y, Z = data
-        op = DataOperator(cm, X[train], Y[train], Z[train])
+        op = DataOperator(cm, *data, rows=train)
     pen = estimator._penalties(op)
     if stage == "rank":
         baselines = fit_baseline_path(op, candidates, pen["alpha_B"])
