@@ -214,11 +214,9 @@ class DataOperator(_LinearPart):
 
 
 def _centred_rows(a, mean, rows):
-    out = (
-        np.asarray(a, dtype=np.float64)[rows]
-        if rows is not None
-        else np.array(a, dtype=np.float64)
-    )
+    # np.take always copies (a slice would be a view of the caller's data)
+    a = np.asarray(a, dtype=np.float64)
+    out = np.take(a, rows, axis=0) if rows is not None else a.copy()
     out -= mean
     return out
 
