@@ -155,8 +155,7 @@ class DataOperator(_LinearPart):
         )
         # mean diagonal of the centred interaction scatter (relative ridge scale)
         sq = np.sum(np.sum(self.Xc**2, axis=1) * np.sum(self.Zc**2, axis=1))
-        Sxz = self.Xc.T @ self.Zc
-        self.interaction_scale = float(sq - np.sum(Sxz**2) / self.n) / (self.p * self.m)
+        self.interaction_scale = float(sq - np.sum(self.Sxz**2) / self.n) / (self.p * self.m)
 
     def set_baseline(self, B, D):
         # The residual R = Yc - Xc B - Zc D is never formed (T x q per joint
