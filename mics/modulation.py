@@ -29,7 +29,6 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from mics import _kernels
 from mics._linalg import canonical_signs, solve_psd
 from mics.weighted_grams import WeightedGrams
 
@@ -81,17 +80,20 @@ class MomentOperator(_LinearPart):
 
     def __init__(self, cm):
         self._init_linear(cm)
-        # (i, a, b, j) layout: the kernels' inner loops then run over contiguous j
-        self.Mt = np.ascontiguousarray(cm.M.transpose(0, 1, 3, 2))
+        p, m = self.p, self.m
+        # (a, b, i, j) layout: both contractions below are then single BLAS
+        # products over contiguous (i, j) planes.
+        self.Mab = np.ascontiguousarray(cm.M.transpose(1, 3, 0, 2)).reshape(m * m, p * p)
         self.Sphix, self.Sphiz, self.Sphiy = cm.Sphix, cm.Sphiz, cm.Sphiy
         self.interaction_scale = float(np.einsum("iaia->", cm.M)) / (self.p * self.m)
 
     def set_baseline(self, B, D):
         # Cross-moments of the interaction with the baseline residual R.
+        p, m, q = self.p, self.m, self.q
         self.Sphir = (
             self.Sphiy
-            - np.tensordot(self.Sphix, B, axes=([2], [0]))
-            - np.tensordot(self.Sphiz, D, axes=([2], [0]))
+            - (self.Sphix.reshape(p * m, p) @ B).reshape(p, m, q)
+            - (self.Sphiz.reshape(p * m, m) @ D).reshape(p, m, q)
         )
         self.rr = self.residual_norm2(B, D)
 
@@ -100,31 +102,46 @@ class MomentOperator(_LinearPart):
         return self.Sphir
 
     def gram_source(self, C):
-        return _kernels.contract_modulator_modes(self.Mt, np.ascontiguousarray(C))
+        # N[k, l, i, j] = sum_ab C[a, k] C[b, l] M[i, a, j, b]: one GEMM of the
+        # (m^2, K^2) pair weights against the (m^2, p^2) planes of M.
+        m, K, p = self.m, C.shape[1], self.p
+        CC = (C[:, None, :, None] * C[None, :, None, :]).reshape(m * m, K * K)
+        return (CC.T @ self.Mab).reshape(K, K, p, p)
 
     def gram_modulator(self, A):
-        # N[k, l, a, b] = sum_ij A[i, k] A[j, l] M[i, a, j, b]: two BLAS products
-        # in the (i, a, b, j) layout beat a numba loop here.
+        # N[k, l, a, b] = sum_ij A[i, k] A[j, l] M[i, a, j, b]: two BLAS products.
         p, m, K = self.p, self.m, A.shape[1]
-        T1 = (self.Mt.reshape(p * m * m, p) @ A).reshape(p, m * m * K)
-        return (A.T @ T1).reshape(K, m, m, K).transpose(0, 3, 1, 2)
+        T1 = (self.Mab.reshape(m * m * p, p) @ A).reshape(m * m, p, K)
+        return np.matmul(A.T, T1).reshape(m, m, K, K).transpose(2, 3, 0, 1)
+
+    def _sphir_times(self, Bm):
+        """``T[i, a, k] = sum_j Sphir[i, a, j] Bm[j, k]``."""
+        p, m = self.p, self.m
+        return (self.Sphir.reshape(p * m, self.q) @ Bm).reshape(p, m, -1)
 
     def rhs_source(self, C, Bm):
-        return np.einsum("iaj,ak,jk->ik", self.Sphir, C, Bm, optimize=True)
+        return np.einsum("iak,ak->ik", self._sphir_times(Bm), C)
 
     def rhs_modulator(self, A, Bm):
-        return np.einsum("iaj,ik,jk->ak", self.Sphir, A, Bm, optimize=True)
+        return np.einsum("iak,ik->ak", self._sphir_times(Bm), A)
 
     def rhs_target(self, A, C):
-        return np.einsum("iaj,ik,ak->jk", self.Sphir, A, C, optimize=True)
+        return _contract_kr(self.Sphir, A, C)
 
     def baseline_targets(self, A, Bm, C, H_int):
         """Cross-moments of X and Z with ``Y - Phi W`` and its squared norm."""
-        ux = np.einsum("iaj,ik,ak->jk", self.Sphix, A, C, optimize=True)
-        uz = np.einsum("iab,ik,ak->bk", self.Sphiz, A, C, optimize=True)
-        uy = np.einsum("iaj,ik,ak->jk", self.Sphiy, A, C, optimize=True)
+        ux = _contract_kr(self.Sphix, A, C)
+        uz = _contract_kr(self.Sphiz, A, C)
+        uy = _contract_kr(self.Sphiy, A, C)
         rw2 = self.tr_yy - 2 * np.sum(uy * Bm) + np.sum(H_int * (Bm.T @ Bm))
         return self.Sxy - ux @ Bm.T, self.Szy - uz @ Bm.T, float(rw2)
+
+
+def _contract_kr(S, A, C):
+    """``U[j, k] = sum_ia S[i, a, j] A[i, k] C[a, k]`` (S against the Khatri-Rao columns)."""
+    p, m, n = S.shape
+    KR = (A[:, None, :] * C[None, :, :]).reshape(p * m, -1)
+    return S.reshape(p * m, n).T @ KR
 
 
 class DataOperator(_LinearPart):
@@ -225,7 +242,10 @@ def _contract_pair(N, V):
     """``H[k, l] = V[:, k]^T N[k, l] V[:, l]`` for N of shape (K, K, d, d)."""
     if isinstance(N, WeightedGrams):
         return N.contract(V)
-    return np.einsum("ak,klab,bl->kl", V, N, V, optimize=True)
+    # N[k, l] @ V[:, l] for every (k, l) as one batched product, then the dot
+    # with V[:, k]: no einsum path search in the inner loop of the ALS.
+    NV = np.matmul(N, V.T[None, :, :, None])[..., 0]  # (K, K, d)
+    return np.einsum("ak,kla->kl", V, NV)
 
 
 def _solve_factor(N, BtB, rhs, alpha, current):
