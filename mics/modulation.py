@@ -542,6 +542,7 @@ def fit_mic_model(
     max_iter=200,
     tol=1e-7,
     random_state=None,
+    warm_start=None,
 ):
     """Fit the MIC model in three stages (baseline, modulation, joint).
 
@@ -562,6 +563,12 @@ def fit_mic_model(
         Relative loss decrease below which a stage has converged.
     random_state : int, numpy.random.Generator or None
         Seed of the random restarts.
+    warm_start : MICFit, optional
+        A fit on the *same* operator with fewer channels (typically K - 1):
+        its target and modulator patterns, completed by the next HOSVD
+        directions, are one more start (see :func:`warm_start_patterns`).
+        Cross-validation uses it in place of random restarts; it must never
+        come from data that include the held-out block.
 
     Returns
     -------
@@ -572,11 +579,46 @@ def fit_mic_model(
     # Parallelism belongs one level up (folds, permutations: joblib/Dask).
     with threadpool_limits(limits=1, user_api="blas"):
         return _fit_mic_model(
-            op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state
+            op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start
         )
 
 
-def _fit_mic_model(op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state):
+def warm_start_patterns(previous, Ub, Uc, K):
+    """Target and modulator patterns of a K-channel start from a fit with fewer channels.
+
+    The previous channels are kept (patterns scaled by the cube root of
+    their weights, as the balanced ALS holds them) and the missing ones are
+    the leading HOSVD directions, which the previous fit's channels are
+    least likely to explain first. Both come from the same training
+    moments, so the start has never seen a held-out block.
+
+    Parameters
+    ----------
+    previous : MICFit
+        With ``k < K`` channels.
+    Ub : ndarray of shape (q, q)
+    Uc : ndarray of shape (m, m)
+        HOSVD directions (:func:`interaction_init`).
+    K : int
+
+    Returns
+    -------
+    Bm0 : ndarray of shape (q, K)
+    C0 : ndarray of shape (m, K)
+    """
+    k = previous.weights.size
+    g = np.cbrt(previous.weights)
+    Bm_new = _pad_columns(Ub, K, seed=Ub.shape[0])[:, k:]
+    C_new = _pad_columns(Uc, K, seed=Uc.shape[0])[:, k:]
+    scale = g.mean() if k else 1.0
+    Bm0 = np.hstack([previous.target_patterns * g, Bm_new * scale])
+    C0 = np.hstack([previous.modulator_patterns * g, C_new * scale])
+    return Bm0, C0
+
+
+def _fit_mic_model(
+    op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start=None
+):
     rng = np.random.default_rng(random_state)
     B, D, base_loss = fit_baseline(op, rank, alpha_B)
     p, q, m = op.p, op.q, op.m
@@ -606,6 +648,8 @@ def _fit_mic_model(op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol
         cache[key] = interaction_init(op, B, D)
     Ub, Uc = cache[key]
     starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
+    if warm_start is not None and 0 < warm_start.weights.size < K:
+        starts.append(warm_start_patterns(warm_start, Ub, Uc, K))
     for _ in range(n_init):
         Bm0 = rng.standard_normal((q, K))
         C0 = rng.standard_normal((m, K))
