@@ -135,6 +135,8 @@ def test_modulation(
     """
     rng = check_random_state(random_state)
     n_permutations = check_count(n_permutations, "n_permutations", 1)
+    if stop_after is not None:
+        stop_after = check_count(stop_after, "stop_after", 1)
     X, Y, Z = _check_data(X, Y, Z)
     Z2 = Z.reshape(len(Z), -1)
     n = X.shape[0]
@@ -160,8 +162,6 @@ def test_modulation(
     )
     fixed = clone(estimator).set_params(rank=model.rank_)
     shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
-    if stop_after is not None and (not isinstance(stop_after, int | np.integer) or stop_after < 1):
-        raise ValueError(f"stop_after must be a positive int or None, got {stop_after!r}.")
     jobs = (delayed(_improvement)(fixed, X, Y, np.roll(Z, s, axis=0)) for s in shifts)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     null = _collect_null(results, observed, n_permutations, stop_after, verbose)
