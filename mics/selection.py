@@ -317,8 +317,8 @@ def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, de
         delayed(_fold_task)(estimator, total, fold, data, stage, rank, candidates, seed)
         for fold, seed in zip(folds, seeds, strict=True)
     )
-    # Threads: the fold tasks spend their time in BLAS/LAPACK and numba
-    # kernels that release the GIL, and threads share the moments unpickled.
+    # Threads: the fold tasks spend their time in BLAS/LAPACK calls that
+    # release the GIL, and threads share the moments unpickled.
     results = Parallel(n_jobs=estimator.n_jobs, prefer="threads", return_as="generator")(jobs)
     out = list(
         tqdm(results, total=len(folds), desc=desc, disable=not estimator.verbose, leave=False)
