@@ -60,7 +60,7 @@ X, Y, Z = mics.simulate(n_samples=T, n_source=p, n_target=q, n_modulators=m,
                         random_state=cfg["seed"])[:3]
 w = mics.simulate(n_samples=300, n_source=10, n_target=8, n_modulators=m, random_state=1)[:3]
 mics.MICs(random_state=0, cv=3, max_rank=2, max_channels=1, verbose=0).fit(*w)
-out = {"load": os.getloadavg()[0]}
+out = {"load": os.getloadavg()[0], "mics": mics.__file__}
 
 def timed(f):
     t = time.perf_counter(); r = f(); return time.perf_counter() - t, r
@@ -99,15 +99,22 @@ print("RESULT " + json.dumps(out))
 
 def run(path, cfg):
     env = dict(os.environ, PYTHONPATH=str(path))
-    proc = subprocess.run(
-        [sys.executable, "-c", WORKER, json.dumps(cfg)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    # ``python -c`` puts the working directory first on sys.path: run from an
+    # empty one, or the checkout's mics would shadow v0.1's.
+    with tempfile.TemporaryDirectory() as cwd:
+        proc = subprocess.run(
+            [sys.executable, "-c", WORKER, json.dumps(cfg)],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT ") :])
+    out = json.loads(line[len("RESULT ") :])
+    if not Path(out["mics"]).resolve().is_relative_to(Path(path).resolve()):
+        raise RuntimeError(f"imported {out['mics']}, expected mics under {path}")
+    return out
 
 
 def main(argv=None):
