@@ -15,9 +15,9 @@ Methods:
   training moments are recomputed from the raw training rows
   (``compute_moments(X[train], ...)``) and every candidate is scored by
   predicting the raw held-out rows in data space. Same splitter (contiguous
-  ``KFold``), same penalties (``MICs._penalties``), same starts and seeds,
-  same ``n_init`` and the same capped ``max_iter`` (``selection._CV_MAX_ITER``),
-  same one-SEM rule. The final fit on all the data (moments of all samples +
+  ``KFold``), same penalties (``MICs._penalties``), same fold fits
+  (``selection._channel_path``: HOSVD and K - 1 starts, the same seeds and
+  capped ``max_iter``), same one-SEM rule. The final fit on all the data (moments of all samples +
   ``fit_mic_model`` at the selected rank and K) is timed separately so both a
   selection-only and a whole-fit ratio can be given.
 
@@ -54,7 +54,13 @@ import mics
 from mics.modulation import MomentOperator, fit_baseline_path, fit_mic_model
 from mics.moments import compute_moments
 from mics.scoring import normalized_squared_error
-from mics.selection import _CV_MAX_ITER, _data_heldout_loss, select_mic_model, summarize_cv
+from mics.selection import (
+    _CV_MAX_ITER,
+    _channel_path,
+    _data_heldout_loss,
+    select_mic_model,
+    summarize_cv,
+)
 
 SIZES = {
     "large": dict(T=20000, p=300, q=100, m=3),
@@ -118,19 +124,9 @@ def naive_select(est, X, Y, Z):
     for (_, test), cm, seed in zip(splits, cms, seeds, strict=True):
         op = MomentOperator(cm)
         pen = est._penalties(op)
-        row = []
-        for k in ks:
-            fit = fit_mic_model(
-                op,
-                rank,
-                k,
-                **pen,
-                n_init=est.n_init,
-                max_iter=min(est.max_iter, _CV_MAX_ITER),
-                tol=est.tol,
-                random_state=seed,
-            )
-            row.append(score(cm, test, fit.coef, fit.modulator_coef, fit))
+        # the same fold fits as the estimator (K - 1 and HOSVD starts)
+        fits = _channel_path(est, op, rank, ks, pen, seed)
+        row = [score(cm, test, f.coef, f.modulator_coef, f) for f in fits]
         fold_loss.append(row)
     summary = summarize_cv(ks, np.asarray(fold_loss).T, key="n_channels")
     n_channels = ks[summary["best_index"]]

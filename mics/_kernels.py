@@ -4,12 +4,12 @@ This module imports only numpy and numba (pynapple's rule), so the rest of
 the package stays importable and testable without looking at JIT details.
 Every kernel has a pure-NumPy twin in ``tests/test_kernels.py``.
 
-Where BLAS already runs at peak the callers use it directly: the rank-k
-updates of the moment pass (``dsyrk``), the weighted Grams of the data-space path,
-and the contraction of the interaction scatter's *source* modes, which is
-two plain matrix products in the (i, a, b, j) layout (2.5x faster than a
-numba loop, ``benchmarks/bench_kernels.py``). The kernels here fuse work
-that NumPy would do in several passes with large temporaries.
+Since issue #10 the package's hot paths no longer call these kernels: the
+moment pass is one BLAS ``syrk`` per chunk of Khatri-Rao rows (it needs no
+sign-split weighted rows) and both contractions of the interaction scatter
+are single GEMMs in the (a, b, i, j) layout (``MomentOperator``), which beat
+the loops below. They are kept, with their NumPy twins, as the reference
+peers of ``benchmarks/bench_kernels.py``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import lapack
 
 __all__ = ["canonical_signs", "solve_psd", "orthonormal_svd"]
 
@@ -35,11 +36,12 @@ def solve_psd(A, B):
     least-squares solution, so that a singular design (more neurons than
     samples, duplicated neurons) degrades gracefully instead of failing.
     """
-    try:
-        c = linalg.cho_factor(A, check_finite=False)
-        return linalg.cho_solve(c, B, check_finite=False)
-    except linalg.LinAlgError:
-        return linalg.lstsq(A, B, check_finite=False, lapack_driver="gelsd")[0]
+    # One LAPACK call (dposv): the ALS solves thousands of small systems, and
+    # the checks of cho_factor / cho_solve cost as much as the factorisation.
+    _, X, info = lapack.dposv(A, B)
+    if info == 0:
+        return X
+    return linalg.lstsq(A, B, check_finite=False, lapack_driver="gelsd")[0]
 
 
 def orthonormal_svd(B, rank):

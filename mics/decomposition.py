@@ -54,6 +54,7 @@ __all__ = [
     "communication_matrix",
     "state_conditioned_subspaces",
     "modulator_percentiles",
+    "pattern_states",
     "format_decomposition",
     "summarize",
 ]
@@ -647,6 +648,47 @@ def modulator_percentiles(Z, percentiles=(10, 90), modulator_mean=None, names=No
             z[j] = level
             label = f"p{pct:g}" if m == 1 else f"{names[j]}_p{pct:g}"
             states[label] = z
+    return states
+
+
+def pattern_states(model, Z, percentiles=(10, 90)):
+    """Modulator states along each channel's modulator pattern.
+
+    With a third population as modulator, setting one neuron at a time to a
+    percentile (:func:`modulator_percentiles`) reads the model along
+    directions no channel uses. Here the state moves along the modulator
+    pattern ``c_k`` instead: ``z = z_mean + g c_k`` with ``g`` a percentile
+    of the pattern's gate ``c_k . (z_t - z_mean)`` over the samples, so the
+    gate of channel ``k`` takes that percentile's value.
+
+    Parameters
+    ----------
+    model : mics.MICs or GroundTruth
+        Fitted, with ``modulator_patterns_`` (m, K) and ``modulator_mean_``.
+    Z : array-like of shape (n_samples, m)
+        Modulator values (raw units), e.g. the training data.
+    percentiles : sequence of float
+        Percentiles (0-100) of each pattern's gate.
+
+    Returns
+    -------
+    states : dict of str to ndarray of shape (m,)
+        Raw-unit states named ``"pattern<k>_p<percentile>"``, ready for
+        :func:`state_conditioned_subspaces` and :func:`delta_communication`.
+    """
+    C = np.asarray(_get(model, "modulator_patterns_"), dtype=float)
+    Z = np.asarray(Z, dtype=float)
+    Z = Z.reshape(-1, 1) if Z.ndim == 1 else Z
+    if Z.shape[1] != C.shape[0]:
+        raise ValueError(f"Z has {Z.shape[1]} modulator(s); the model has {C.shape[0]}.")
+    center = _get(model, "modulator_mean_", required=False)
+    center = Z.mean(axis=0) if center is None else np.asarray(center, dtype=float)
+    gates = (Z - center) @ C  # (n_samples, K)
+    levels = np.percentile(gates, percentiles, axis=0)  # (n_percentiles, K)
+    states = {}
+    for k in range(C.shape[1]):
+        for pct, g in zip(percentiles, levels[:, k], strict=True):
+            states[f"pattern{k}_p{pct:g}"] = center + g * C[:, k]
     return states
 
 

@@ -108,6 +108,7 @@ def test_modulation(
     n_jobs=None,
     verbose=1,
     random_state=None,
+    stop_after=None,
 ):
     """Permutation test for the presence of modulation (circular or trial null).
 
@@ -149,6 +150,17 @@ def test_modulation(
         Parallel null fits (joblib; use a Dask backend to spread them out).
     verbose : int
     random_state : int or RandomState
+    stop_after : int, optional
+        Sequential Monte-Carlo test (Besag & Clifford 1991): the shifts are
+        evaluated in their drawn order and the test stops as soon as
+        ``stop_after`` null statistics reach the observed one, with the exact
+        p-value ``stop_after / L`` (``L`` shifts evaluated). A clearly null
+        result then costs about ``stop_after / p`` fits instead of
+        ``n_permutations``; when fewer than ``stop_after`` exceedances occur
+        the test runs to the end and the p-value is the usual one, so small
+        p-values are exactly those of the full test. Off by default
+        (``None``: all shifts run). ``shifts`` and ``null_distribution``
+        then hold the evaluated shifts only.
 
     Returns
     -------
@@ -158,6 +170,8 @@ def test_modulation(
 
     rng = check_random_state(random_state)
     n_permutations = check_count(n_permutations, "n_permutations", 1)
+    if stop_after is not None:
+        stop_after = check_count(stop_after, "stop_after", 1)
     if groups is None:
         groups = trial_coordinate(X, Y, Z)
     if isinstance(conditions, str):
@@ -201,19 +215,57 @@ def test_modulation(
         nulls = (Z[i] for i in idxs)
     jobs = (delayed(_improvement)(fixed, X, Y, Zs, groups) for Zs in nulls)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
-    null_dist = np.array(
-        [
-            r[0]
-            for r in tqdm(results, total=n_permutations, desc="permutations", disable=not verbose)
-        ]
-    )
-    p = (1 + np.sum(null_dist >= observed)) / (1 + n_permutations)
+    null_dist = _collect_null(results, observed, n_permutations, stop_after, verbose)
+    shifts = shifts[: null_dist.size]
+    if perms is not None:
+        perms = perms[: null_dist.size]
+    p = _monte_carlo_p_value(null_dist, observed, n_permutations, stop_after)
     return ModulationTest(
         observed, selected, null_dist, float(p), model.n_channels_, shifts, null, perms
     )
 
 
 test_modulation.__test__ = False
+
+
+def _collect_null(results, observed, n_permutations, stop_after, verbose):
+    """Null statistics in the shifts' order, stopping after ``stop_after`` exceedances.
+
+    Results are consumed in submission order, so where the sequential test
+    stops does not depend on ``n_jobs``.
+    """
+    null = []
+    exceed = 0
+    bar = tqdm(results, total=n_permutations, desc="permutations", disable=not verbose)
+    for r in bar:
+        null.append(r[0])
+        exceed += r[0] >= observed
+        if stop_after is not None and exceed >= stop_after:
+            break
+    bar.close()
+    return np.asarray(null, dtype=float)
+
+
+def _monte_carlo_p_value(null, observed, n_permutations, stop_after):
+    """``(1 + #{null >= observed}) / (1 + n)``, or Besag-Clifford's ``h / L`` when stopped early.
+
+    Parameters
+    ----------
+    null : ndarray of shape (L,)
+        Null statistics evaluated (``L <= n_permutations``).
+    observed : float
+    n_permutations : int
+    stop_after : int or None
+        ``h`` of the sequential test.
+
+    Returns
+    -------
+    p_value : float
+    """
+    exceed = int(np.sum(null >= observed))
+    if stop_after is not None and exceed >= stop_after:
+        return stop_after / null.size
+    return (1 + exceed) / (1 + n_permutations)
 
 
 def _check_null(null, groups):

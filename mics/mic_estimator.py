@@ -27,7 +27,7 @@ from mics.estimators import (
     _validate_xy,
 )
 from mics.modulation import DataOperator, MomentOperator, fit_mic_model
-from mics.moments import compute_moments, moment_nbytes
+from mics.moments import compute_moments
 from mics.scoring import normalized_squared_error
 from mics.units import InputScales, restore_fit
 
@@ -84,9 +84,14 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
     gap : int, default=0
         Samples left out between training and test blocks during selection.
     solver : {"auto", "moments", "data"}, default="auto"
-        "moments" fits from sufficient statistics (cost independent of the
-        number of samples); "data" works on the data directly and is chosen
-        by "auto" when the ``((p+1)(m+1))^2`` moments exceed ``memory_limit``.
+        "moments" fits from sufficient statistics (one pass over the data,
+        then sweeps whose cost is independent of the number of samples);
+        "data" works on the centred data directly, with memory linear in the
+        data and the parameters (a third population as modulator). "auto"
+        estimates the cost and memory of both (:mod:`mics.solver_cost`) and
+        takes the moments when their ``((p+1)(m+1))^2`` entries fit in
+        ``memory_limit`` and they cost less: when ``m^2`` is small against
+        the number of samples.
     memory_limit : float, default=2e9
         Bytes the interaction moments may take before "auto" switches to "data".
     n_jobs : int or None, default=None
@@ -228,7 +233,7 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         Z = check_modulator(Z, X.shape[0])  # also checks the shared time axis
         self._check_params(X.shape[1], Y.shape[1], Z.shape[1])
         rng = check_random_state(self.random_state)
-        self.solver_ = self._choose_solver(X.shape[1], Z.shape[1], Y.shape[1])
+        self.solver_ = self._choose_solver(X.shape[0], X.shape[1], Z.shape[1], Y.shape[1])
         # Fit in standard units so that penalties (and hence every selection,
         # pattern and p-value) do not depend on the units of X, Y or Z.
         scales = InputScales.from_data(X, Y, Z)
@@ -416,11 +421,28 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         if self.solver not in ("auto", "moments", "data"):
             raise ValueError(f"solver must be 'auto', 'moments' or 'data', got {self.solver!r}.")
 
-    def _choose_solver(self, p, m, q):
+    def _choose_solver(self, n, p, m, q):
         if self.solver != "auto":
             return self.solver
-        # The moments exist twice at peak (raw and centred copies).
-        return "moments" if 2 * moment_nbytes(p, m, q) <= self.memory_limit else "data"
+        from mics.solver_cost import choose_solver
+
+        selecting = self.rank is None or self.n_channels is None
+        n_folds = (self.cv if isinstance(self.cv, numbers.Integral) else 10) if selecting else 0
+        n_fits = 1 + (n_folds * self.max_channels if self.n_channels is None else n_folds)
+        n_candidates = (self.max_rank + 1 if self.rank is None else 0) + (
+            self.max_channels + 1 if self.n_channels is None else 1
+        )
+        return choose_solver(
+            n,
+            p,
+            q,
+            m,
+            memory_limit=self.memory_limit,
+            n_channels=self.n_channels or 1,
+            n_fits=n_fits,
+            n_folds=n_folds,
+            n_candidates=n_candidates,
+        )
 
     # -------------------------------------------------------------- predict
     def _modulation_term(self, X, Z):

@@ -29,8 +29,8 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from mics import _kernels
 from mics._linalg import canonical_signs, solve_psd
+from mics.weighted_grams import WeightedGrams
 
 __all__ = ["MomentOperator", "DataOperator", "MICFit", "fit_mic_model", "canonical_channels"]
 
@@ -38,6 +38,11 @@ __all__ = ["MomentOperator", "DataOperator", "MICFit", "fit_mic_model", "canonic
 _PROBE_SWEEPS = 5
 # Largest K * d for which a factor's channels are solved jointly.
 _JOINT_SOLVE_MAX = 256
+# Largest p m q for which the start forms the full interaction estimate;
+# above it the unfoldings are sketched (see interaction_init).
+_EXACT_INIT_MAX = 1_000_000
+_SKETCH_SIZE = 24
+_SKETCH_SEED = 20170
 
 
 # ----------------------------------------------------------------------------- operators
@@ -75,17 +80,20 @@ class MomentOperator(_LinearPart):
 
     def __init__(self, cm):
         self._init_linear(cm)
-        # (i, a, b, j) layout: the kernels' inner loops then run over contiguous j
-        self.Mt = np.ascontiguousarray(cm.M.transpose(0, 1, 3, 2))
+        p, m = self.p, self.m
+        # (a, b, i, j) layout: both contractions below are then single BLAS
+        # products over contiguous (i, j) planes.
+        self.Mab = np.ascontiguousarray(cm.M.transpose(1, 3, 0, 2)).reshape(m * m, p * p)
         self.Sphix, self.Sphiz, self.Sphiy = cm.Sphix, cm.Sphiz, cm.Sphiy
         self.interaction_scale = float(np.einsum("iaia->", cm.M)) / (self.p * self.m)
 
     def set_baseline(self, B, D):
         # Cross-moments of the interaction with the baseline residual R.
+        p, m, q = self.p, self.m, self.q
         self.Sphir = (
             self.Sphiy
-            - np.tensordot(self.Sphix, B, axes=([2], [0]))
-            - np.tensordot(self.Sphiz, D, axes=([2], [0]))
+            - (self.Sphix.reshape(p * m, p) @ B).reshape(p, m, q)
+            - (self.Sphiz.reshape(p * m, m) @ D).reshape(p, m, q)
         )
         self.rr = self.residual_norm2(B, D)
 
@@ -94,39 +102,56 @@ class MomentOperator(_LinearPart):
         return self.Sphir
 
     def gram_source(self, C):
-        return _kernels.contract_modulator_modes(self.Mt, np.ascontiguousarray(C))
+        # N[k, l, i, j] = sum_ab C[a, k] C[b, l] M[i, a, j, b]: one GEMM of the
+        # (m^2, K^2) pair weights against the (m^2, p^2) planes of M.
+        m, K, p = self.m, C.shape[1], self.p
+        CC = (C[:, None, :, None] * C[None, :, None, :]).reshape(m * m, K * K)
+        return (CC.T @ self.Mab).reshape(K, K, p, p)
 
     def gram_modulator(self, A):
-        # N[k, l, a, b] = sum_ij A[i, k] A[j, l] M[i, a, j, b]: two BLAS products
-        # in the (i, a, b, j) layout beat a numba loop here.
+        # N[k, l, a, b] = sum_ij A[i, k] A[j, l] M[i, a, j, b]: two BLAS products.
         p, m, K = self.p, self.m, A.shape[1]
-        T1 = (self.Mt.reshape(p * m * m, p) @ A).reshape(p, m * m * K)
-        return (A.T @ T1).reshape(K, m, m, K).transpose(0, 3, 1, 2)
+        T1 = (self.Mab.reshape(m * m * p, p) @ A).reshape(m * m, p, K)
+        return np.matmul(A.T, T1).reshape(m, m, K, K).transpose(2, 3, 0, 1)
+
+    def _sphir_times(self, Bm):
+        """``T[i, a, k] = sum_j Sphir[i, a, j] Bm[j, k]``."""
+        p, m = self.p, self.m
+        return (self.Sphir.reshape(p * m, self.q) @ Bm).reshape(p, m, -1)
 
     def rhs_source(self, C, Bm):
-        return np.einsum("iaj,ak,jk->ik", self.Sphir, C, Bm, optimize=True)
+        return np.einsum("iak,ak->ik", self._sphir_times(Bm), C)
 
     def rhs_modulator(self, A, Bm):
-        return np.einsum("iaj,ik,jk->ak", self.Sphir, A, Bm, optimize=True)
+        return np.einsum("iak,ik->ak", self._sphir_times(Bm), A)
 
     def rhs_target(self, A, C):
-        return np.einsum("iaj,ik,ak->jk", self.Sphir, A, C, optimize=True)
+        return _contract_kr(self.Sphir, A, C)
 
     def baseline_targets(self, A, Bm, C, H_int):
         """Cross-moments of X and Z with ``Y - Phi W`` and its squared norm."""
-        ux = np.einsum("iaj,ik,ak->jk", self.Sphix, A, C, optimize=True)
-        uz = np.einsum("iab,ik,ak->bk", self.Sphiz, A, C, optimize=True)
-        uy = np.einsum("iaj,ik,ak->jk", self.Sphiy, A, C, optimize=True)
+        ux = _contract_kr(self.Sphix, A, C)
+        uz = _contract_kr(self.Sphiz, A, C)
+        uy = _contract_kr(self.Sphiy, A, C)
         rw2 = self.tr_yy - 2 * np.sum(uy * Bm) + np.sum(H_int * (Bm.T @ Bm))
         return self.Sxy - ux @ Bm.T, self.Szy - uz @ Bm.T, float(rw2)
+
+
+def _contract_kr(S, A, C):
+    """``U[j, k] = sum_ia S[i, a, j] A[i, k] C[a, k]`` (S against the Khatri-Rao columns)."""
+    p, m, n = S.shape
+    KR = (A[:, None, :] * C[None, :, :]).reshape(p * m, -1)
+    return S.reshape(p * m, n).T @ KR
 
 
 class DataOperator(_LinearPart):
     """Block quantities computed from the centred data, chunk-free.
 
-    Each source update costs ``O(T p^2 K^2)`` (BLAS weighted Grams), so this
-    path is for problems where the ``(p m)^2`` interaction moments would not
-    fit in memory (a third population as modulator), not for speed.
+    Each sweep costs ``O(T (p^2 + m^2) K)`` (BLAS weighted Grams, see
+    :mod:`mics.weighted_grams`) and the memory is that of the data: the path
+    for a third population as modulator, whose ``(p m)^2`` interaction
+    moments would neither fit in memory nor pay for their pass over the data
+    (:mod:`mics.solver_cost`).
 
     Parameters
     ----------
@@ -134,65 +159,93 @@ class DataOperator(_LinearPart):
         Linear moments (interaction moments may be ``None``).
     X, Y, Z : ndarray
         Data, centred here with ``cm``'s means.
+    rows : ndarray of int, optional
+        Training rows (a cross-validation fold): gathered and centred in one
+        copy per array, the only copy of the data the fold makes.
     """
 
-    def __init__(self, cm, X, Y, Z):
+    def __init__(self, cm, X, Y, Z, rows=None):
         self._init_linear(cm)
-        self.Xc = X - cm.x_mean
-        self.Zc = Z - cm.z_mean
-        self.Yc = Y - cm.y_mean
+        self.Xc, self.Zc, self.Yc = (
+            _centred_rows(a, mean, rows)
+            for a, mean in ((X, cm.x_mean), (Z, cm.z_mean), (Y, cm.y_mean))
+        )
         # mean diagonal of the centred interaction scatter (relative ridge scale)
         sq = np.sum(np.sum(self.Xc**2, axis=1) * np.sum(self.Zc**2, axis=1))
-        Sxz = self.Xc.T @ self.Zc
-        self.interaction_scale = float(sq - np.sum(Sxz**2) / self.n) / (self.p * self.m)
+        self.interaction_scale = float(sq - np.sum(self.Sxz**2) / self.n) / (self.p * self.m)
 
     def set_baseline(self, B, D):
-        self.R = self.Yc - self.Xc @ B - self.Zc @ D
-        self.rr = float(np.sum(self.R**2))
+        # The residual R = Yc - Xc B - Zc D is never formed (T x q per joint
+        # sweep): every block needs it only through R @ v or R^T h, which
+        # cost O(T (p + m + q) K) term by term, and ||R||^2 comes from the
+        # linear moments exactly as on the moment path.
+        self.B, self.D = B, D
+        self.rr = self.residual_norm2(B, D)
+
+    def _residual_times(self, V):
+        """``R @ V`` for V of shape (q, K)."""
+        return self.Yc @ V - self.Xc @ (self.B @ V) - self.Zc @ (self.D @ V)
+
+    def _residual_transposed_times(self, H):
+        """``R^T @ H`` for H of shape (T, K)."""
+        return self.Yc.T @ H - self.B.T @ (self.Xc.T @ H) - self.D.T @ (self.Zc.T @ H)
 
     def interaction_cross(self):
         # R has zero mean, so centring Phi changes nothing here.
-        return np.stack([self.Xc.T @ (self.Zc[:, a : a + 1] * self.R) for a in range(self.m)], 1)
+        R = self.Yc - self.Xc @ self.B - self.Zc @ self.D
+        return np.stack([self.Xc.T @ (self.Zc[:, a : a + 1] * R) for a in range(self.m)], 1)
 
-    def _weighted_grams(self, V, F):
-        """``N[k, l] = scatter of the features F * V[:, k] and F * V[:, l]``."""
-        K = V.shape[1]
-        d = F.shape[1]
-        N = np.empty((K, K, d, d))
-        means = [(F * V[:, k : k + 1]).mean(axis=0) for k in range(K)]
-        for k in range(K):
-            for l in range(k, K):
-                w = V[:, k] * V[:, l]
-                N[k, l] = F.T @ (F * w[:, None]) - self.n * np.outer(means[k], means[l])
-                N[l, k] = N[k, l].T
-        return N
+    def _weighted_grams(self, V, F, which):
+        # one reused buffer per mode: the source blocks are consumed before the
+        # modulator blocks are formed, and each is rebuilt every sweep
+        buffers = self.__dict__.setdefault("_gram_buffers", {})
+        buf = buffers.get(which)
+        if buf is None or buf.shape[0] < V.shape[1]:
+            buf = buffers[which] = np.empty((V.shape[1],) + F.shape)
+        return WeightedGrams(F, V, buf)
 
     def gram_source(self, C):
-        return self._weighted_grams(self.Zc @ C, self.Xc)
+        return self._weighted_grams(self.Zc @ C, self.Xc, "source")
 
     def gram_modulator(self, A):
-        return self._weighted_grams(self.Xc @ A, self.Zc)
+        return self._weighted_grams(self.Xc @ A, self.Zc, "modulator")
 
     def rhs_source(self, C, Bm):
-        return self.Xc.T @ ((self.Zc @ C) * (self.R @ Bm))
+        return self.Xc.T @ ((self.Zc @ C) * self._residual_times(Bm))
 
     def rhs_modulator(self, A, Bm):
-        return self.Zc.T @ ((self.Xc @ A) * (self.R @ Bm))
+        return self.Zc.T @ ((self.Xc @ A) * self._residual_times(Bm))
 
     def rhs_target(self, A, C):
-        return self.R.T @ ((self.Xc @ A) * (self.Zc @ C))
+        return self._residual_transposed_times((self.Xc @ A) * (self.Zc @ C))
 
     def baseline_targets(self, A, Bm, C, H_int):
+        # Cross-moments with Y - h Bm^T through the K columns of h only
+        # (O(T (p + m + q) K), not O(T (p + m) q)).
         h = (self.Xc @ A) * (self.Zc @ C)
         h -= h.mean(axis=0)
-        RW = self.Yc - h @ Bm.T
-        return self.Xc.T @ RW, self.Zc.T @ RW, float(np.sum(RW**2))
+        hy = self.Yc.T @ h  # (q, K)
+        rw2 = self.tr_yy - 2 * np.sum(hy * Bm) + np.sum((h.T @ h) * (Bm.T @ Bm))
+        return self.Sxy - (self.Xc.T @ h) @ Bm.T, self.Szy - (self.Zc.T @ h) @ Bm.T, float(rw2)
+
+
+def _centred_rows(a, mean, rows):
+    # np.take always copies (a slice would be a view of the caller's data)
+    a = np.asarray(a, dtype=np.float64)
+    out = np.take(a, rows, axis=0) if rows is not None else a.copy()
+    out -= mean
+    return out
 
 
 # ----------------------------------------------------------------------------- blocks
 def _contract_pair(N, V):
     """``H[k, l] = V[:, k]^T N[k, l] V[:, l]`` for N of shape (K, K, d, d)."""
-    return np.einsum("ak,klab,bl->kl", V, N, V, optimize=True)
+    if isinstance(N, WeightedGrams):
+        return N.contract(V)
+    # N[k, l] @ V[:, l] for every (k, l) as one batched product, then the dot
+    # with V[:, k]: no einsum path search in the inner loop of the ALS.
+    NV = np.matmul(N, V.T[None, :, :, None])[..., 0]  # (K, K, d)
+    return np.einsum("ak,kla->kl", V, NV)
 
 
 def _solve_factor(N, BtB, rhs, alpha, current):
@@ -206,7 +259,10 @@ def _solve_factor(N, BtB, rhs, alpha, current):
 
     Parameters
     ----------
-    N : ndarray of shape (K, K, d, d)
+    N : ndarray of shape (K, K, d, d) or WeightedGrams
+        The channel-by-channel update only multiplies off-diagonal blocks
+        by vectors, so a lazy :class:`~mics.weighted_grams.WeightedGrams`
+        never forms them there.
     BtB : ndarray of shape (K, K)
         Gram of the factor that multiplies this one in the design.
     rhs : ndarray of shape (d, K)
@@ -220,6 +276,7 @@ def _solve_factor(N, BtB, rhs, alpha, current):
     """
     K, _, d, _ = N.shape
     if K * d <= _JOINT_SOLVE_MAX:
+        N = np.asarray(N)  # the data path forms its blocks lazily
         H = (BtB[:, :, None, None] * N).transpose(0, 2, 1, 3).reshape(K * d, K * d)
         H[np.diag_indices_from(H)] += alpha
         return solve_psd(H, rhs.T.reshape(-1)).reshape(K, d).T
@@ -370,20 +427,39 @@ def interaction_init(op, B, D, ridge=1e-3):
     singular vectors of its target and modulator unfoldings start the ALS
     (the first K of each; the caller pads when K exceeds their number).
 
+    When ``W_full`` is large (``p m q`` above ``_EXACT_INIT_MAX``, e.g. a
+    modulator population) it is not formed: on the data path that would
+    cost ``2 T p m q``. Each unfolding is sketched instead by contracting the
+    other two modes with fixed random vectors (a Khatri-Rao test matrix,
+    whose sketch Gram is an unbiased estimate of the unfolding's Gram), which
+    both operators compute through their ALS right-hand sides in
+    ``O(T (p + m + q) s)``. The rule depends on the problem's size only, so
+    both paths start from the same patterns.
+
     Returns
     -------
-    Ub : ndarray of shape (q, q)
-    Uc : ndarray of shape (m, m)
-        Left singular vectors of the target and modulator unfoldings, by
-        decreasing singular value.
+    Ub : ndarray of shape (q, q) or (q, s)
+    Uc : ndarray of shape (m, m) or (m, s)
+        Left singular vectors of the target and modulator unfoldings (or
+        their sketches), by decreasing singular value.
     """
     op.set_baseline(B, D)
-    S = op.interaction_cross()
-    p, m, q = S.shape
+    p, m, q = op.p, op.m, op.q
     ex = ridge * np.trace(op.Sxx) / p
     ez = ridge * np.trace(op.Szz) / m
     Px = solve_psd(op.Sxx + ex * np.eye(p), np.eye(p))
     Pz = solve_psd(op.Szz + ez * np.eye(m), np.eye(m))
+    if p * m * q > _EXACT_INIT_MAX:
+        rng = np.random.default_rng(_SKETCH_SEED)
+        s = _SKETCH_SIZE
+        Wx, Wz, Wy = (rng.standard_normal((d, s)) for d in (p, m, q))
+        # target sketch: sum_ia W[i,a,j] wx[i,s] wz[a,s] = Phi^T R contracted
+        # with (Px wx) and (Pz wz) over the source and modulator modes
+        Yb = op.rhs_target(Px @ Wx, Pz @ Wz)
+        # modulator sketch: Pz times Phi^T R contracted with (Px wx) and wy
+        Yc = Pz @ op.rhs_modulator(Px @ rng.standard_normal((p, s)), Wy)
+        return _leading_left_vectors(Yb), _leading_left_vectors(Yc)
+    S = op.interaction_cross()
     W = np.einsum("ij,ab,jbq->iaq", Px, Pz, S, optimize=True)
     # leading left singular vectors of the unfoldings, from their small Grams
     Ub = _leading_left_vectors(W.transpose(2, 0, 1).reshape(q, -1))
@@ -466,6 +542,7 @@ def fit_mic_model(
     max_iter=200,
     tol=1e-7,
     random_state=None,
+    warm_start=None,
 ):
     """Fit the MIC model in three stages (baseline, modulation, joint).
 
@@ -486,6 +563,12 @@ def fit_mic_model(
         Relative loss decrease below which a stage has converged.
     random_state : int, numpy.random.Generator or None
         Seed of the random restarts.
+    warm_start : MICFit, optional
+        A fit on the *same* operator with fewer channels (typically K - 1):
+        its target and modulator patterns, completed by the next HOSVD
+        directions, are one more start (see :func:`warm_start_patterns`).
+        Cross-validation uses it in place of random restarts; it must never
+        come from data that include the held-out block.
 
     Returns
     -------
@@ -496,11 +579,46 @@ def fit_mic_model(
     # Parallelism belongs one level up (folds, permutations: joblib/Dask).
     with threadpool_limits(limits=1, user_api="blas"):
         return _fit_mic_model(
-            op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state
+            op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start
         )
 
 
-def _fit_mic_model(op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state):
+def warm_start_patterns(previous, Ub, Uc, K):
+    """Target and modulator patterns of a K-channel start from a fit with fewer channels.
+
+    The previous channels are kept (patterns scaled by the cube root of
+    their weights, as the balanced ALS holds them) and the missing ones are
+    the leading HOSVD directions, which the previous fit's channels are
+    least likely to explain first. Both come from the same training
+    moments, so the start has never seen a held-out block.
+
+    Parameters
+    ----------
+    previous : MICFit
+        With ``k < K`` channels.
+    Ub : ndarray of shape (q, q)
+    Uc : ndarray of shape (m, m)
+        HOSVD directions (:func:`interaction_init`).
+    K : int
+
+    Returns
+    -------
+    Bm0 : ndarray of shape (q, K)
+    C0 : ndarray of shape (m, K)
+    """
+    k = previous.weights.size
+    g = np.cbrt(previous.weights)
+    Bm_new = _pad_columns(Ub, K, seed=Ub.shape[0])[:, k:]
+    C_new = _pad_columns(Uc, K, seed=Uc.shape[0])[:, k:]
+    scale = g.mean() if k else 1.0
+    Bm0 = np.hstack([previous.target_patterns * g, Bm_new * scale])
+    C0 = np.hstack([previous.modulator_patterns * g, C_new * scale])
+    return Bm0, C0
+
+
+def _fit_mic_model(
+    op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start=None
+):
     rng = np.random.default_rng(random_state)
     B, D, base_loss = fit_baseline(op, rank, alpha_B)
     p, q, m = op.p, op.q, op.m
@@ -530,6 +648,8 @@ def _fit_mic_model(op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol
         cache[key] = interaction_init(op, B, D)
     Ub, Uc = cache[key]
     starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
+    if warm_start is not None and 0 < warm_start.weights.size < K:
+        starts.append(warm_start_patterns(warm_start, Ub, Uc, K))
     for _ in range(n_init):
         Bm0 = rng.standard_normal((q, K))
         C0 = rng.standard_normal((m, K))

@@ -18,9 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import blas
-
-from mics import _kernels
 
 __all__ = ["RawMoments", "CenteredMoments", "compute_moments", "moment_nbytes"]
 
@@ -172,13 +169,14 @@ def _chunk_rows(n_cols):
 def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     """Accumulate the raw moments in one chunked pass.
 
-    The T x (p+1)(m+1) Khatri-Rao matrix is never materialised. Its Gram has
-    a structure a plain rank-k update would ignore: the block of modulator
-    pair ``(a, b)`` is ``X~^T diag(z~_a z~_b) X~`` (``X~ = [1, x]``), the same
-    for ``(b, a)``. So only the ``(m+1)(m+2)/2`` distinct blocks are formed,
-    each by BLAS rank-k updates of the rows scaled by ``sqrt(|z~_a z~_b|)``,
-    split by the weight's sign (numba; every row lands in exactly one of the
-    two updates). That is 10/16 of the work of the full Gram for m = 3.
+    The Gram of the augmented Khatri-Rao rows ``u = kron([1, x], [1, z])``
+    has a structure a plain rank-k update would ignore: the block of
+    modulator pair ``(a, b)`` is ``X~^T diag(z~_a z~_b) X~`` (``X~ = [1, x]``)
+    and equals the transpose of block ``(b, a)``. Each chunk is laid out
+    modulator-major, ``U = [X~ z~_0, ..., X~ z~_m]``, and its Gram is one
+    threaded BLAS ``syrk`` (one triangle), which is exactly the arithmetic of
+    the distinct blocks' triangles, at BLAS speed and with no weighted-row
+    kernel.
 
     Parameters
     ----------
@@ -189,93 +187,57 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
         Defaults to the column means (cheap first pass). Pass the same shifts
         to make moments of different blocks addable.
     chunk_size : int, optional
-        Rows per chunk (default: about 16 MiB of source rows per buffer).
+        Rows per chunk (default: about 32 MiB of Khatri-Rao rows per chunk).
     interaction : bool
-        If False, the Gram covers ``[1, x, z]`` only and the interaction
-        moments are zero: for the data-space path, where ``Phi^T Phi`` would
-        not fit in memory.
+        If False, only the linear moments of ``x``, ``z`` and ``y`` are
+        accumulated, as their own small blocks
+        (:class:`mics.linear_moments.RawLinearMoments`): for the data-space
+        path, where ``Phi^T Phi`` would not fit in memory.
 
     Returns
     -------
-    RawMoments
+    RawMoments or RawLinearMoments
     """
     n, p = X.shape
-    m = Z.shape[1]
-    q = Y.shape[1]
     if shifts is None:
         shifts = (X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
     x_shift, z_shift, y_shift = (np.ascontiguousarray(s, dtype=np.float64) for s in shifts)
     if not interaction:
-        G, Gy, Syy = _linear_moments(X, Y, Z, x_shift, z_shift, y_shift)
-        return RawMoments(n, x_shift, z_shift, y_shift, G, Gy, Syy)
-    pt, mt = p + 1, m + 1
-    pairs = [(a, b) for a in range(mt) for b in range(a, mt)]
-    blocks = {ab: np.zeros((pt, pt), order="F") for ab in pairs}
-    Gy = np.zeros((pt, mt, q))
-    Syy = np.zeros((q, q))
-    rows = min(chunk_size or _chunk_rows(pt) // 2, n)
-    Xt = np.empty((rows, pt))
-    Zt = np.empty((rows, mt))
-    pos, neg = np.empty((rows, pt)), np.empty((rows, pt))
-    for start in range(0, n, rows):
-        stop = min(start + rows, n)
-        k = stop - start
-        Xk, Zk = Xt[:k], Zt[:k]
-        Xk[:, 0], Zk[:, 0] = 1.0, 1.0
-        np.subtract(X[start:stop], x_shift, out=Xk[:, 1:])
-        np.subtract(Z[start:stop], z_shift, out=Zk[:, 1:])
-        Yc = Y[start:stop] - y_shift
-        for a, b in pairs:
-            n_pos, n_neg = _kernels.split_weighted_rows(Xk, Zk[:, a] * Zk[:, b], pos, neg)
-            # dsyrk on the transposed (Fortran) view: upper triangle, in place
-            c = blocks[a, b]
-            if n_pos:
-                c = blas.dsyrk(1.0, pos[:n_pos].T, beta=1.0, c=c, trans=0, lower=0, overwrite_c=1)
-            if n_neg:
-                c = blas.dsyrk(-1.0, neg[:n_neg].T, beta=1.0, c=c, trans=0, lower=0, overwrite_c=1)
-            blocks[a, b] = c
-        for a in range(mt):
-            Gy[:, a] += Xk.T @ (Zk[:, a : a + 1] * Yc)
-        Syy += Yc.T @ Yc
-    G = np.empty((pt, mt, pt, mt))
-    for (a, b), c in blocks.items():
-        c += np.triu(c, 1).T  # dsyrk filled the upper triangle only
-        G[:, a, :, b] = c
-        G[:, b, :, a] = c
+        from mics.linear_moments import linear_moments
+
+        return linear_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size)
+    G, Gy, Syy = _interaction_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size)
     return RawMoments(n, x_shift, z_shift, y_shift, G, Gy, Syy)
 
 
-def _linear_moments(X, Y, Z, x_shift, z_shift, y_shift):
-    """Moments of ``[1, x, z]`` and ``y`` only, laid out like the full Gram.
+def _interaction_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size=None):
+    """Raw Khatri-Rao Gram, its cross-products with ``y`` and ``Y^T Y`` (see compute_moments).
 
-    Entries that involve the interaction (both an ``x`` and a ``z`` index)
-    are left at zero; :meth:`RawMoments.centered` then yields the linear
-    scatter matrices exactly.
+    Each chunk's rows ``[u, y]`` (``u`` modulator-major) go through a single
+    ``syrk``: the Gram of the joined rows holds ``G``, ``Gy`` and ``Syy`` at
+    once, for the same arithmetic as three separate products.
     """
     n, p = X.shape
     m, q = Z.shape[1], Y.shape[1]
-    G = np.zeros((p + 1, m + 1, p + 1, m + 1))
-    Gy = np.zeros((p + 1, m + 1, q))
-    Syy = np.zeros((q, q))
-    rows = _chunk_rows(p + m + q)
+    pt, mt = p + 1, m + 1
+    d = pt * mt
+    S = np.zeros((d + q, d + q))
+    rows = min(chunk_size or _chunk_rows(d + q), n)
+    buf = np.empty((rows, d + q))
     for start in range(0, n, rows):
-        Xc = X[start : start + rows] - x_shift
-        Zc = Z[start : start + rows] - z_shift
-        Yc = Y[start : start + rows] - y_shift
-        k = Xc.shape[0]
-        G[0, 0, 0, 0] += k
-        sx, sz = Xc.sum(axis=0), Zc.sum(axis=0)
-        G[1:, 0, 0, 0] += sx
-        G[0, 0, 1:, 0] += sx
-        G[0, 1:, 0, 0] += sz
-        G[0, 0, 0, 1:] += sz
-        G[1:, 0, 1:, 0] += Xc.T @ Xc
-        xz = Xc.T @ Zc
-        G[1:, 0, 0, 1:] += xz
-        G[0, 1:, 1:, 0] += xz.T
-        G[0, 1:, 0, 1:] += Zc.T @ Zc
-        Gy[0, 0] += Yc.sum(axis=0)
-        Gy[1:, 0] += Xc.T @ Yc
-        Gy[0, 1:] += Zc.T @ Yc
-        Syy += Yc.T @ Yc
-    return G, Gy, Syy
+        stop = min(start + rows, n)
+        k = stop - start
+        V = buf[:k]
+        U = V[:, :d].reshape(k, mt, pt)  # a view: index a * pt + i <-> (i, a)
+        U[:, 0, 0] = 1.0
+        np.subtract(X[start:stop], x_shift, out=U[:, 0, 1:])
+        np.multiply(U[:, :1, :], (Z[start:stop] - z_shift)[:, :, None], out=U[:, 1:])
+        np.subtract(Y[start:stop], y_shift, out=V[:, d:])
+        # NumPy hands ``V^T V`` to BLAS ``syrk`` (one triangle, half a GEMM):
+        # exactly the arithmetic of the distinct modulator-pair blocks, at
+        # the BLAS limit (benchmarks/bench_speed.py).
+        S += V.T @ V
+    G = np.ascontiguousarray(S[:d, :d].reshape(mt, pt, mt, pt).transpose(1, 0, 3, 2))
+    Gy = np.ascontiguousarray(S[:d, d:].reshape(mt, pt, q).transpose(1, 0, 2))
+    return G, Gy, np.ascontiguousarray(S[d:, d:])
+

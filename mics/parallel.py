@@ -300,6 +300,13 @@ def fit_from_moments(
     from mics.units import InputScales, restore_fit
 
     _check_alpha(alpha)
+    from mics.linear_moments import RawLinearMoments
+
+    if isinstance(raw, RawLinearMoments):
+        raise ValueError(
+            "these moments hold no interaction terms (computed with interaction=False); "
+            "recompute them with interaction=True."
+        )
     if isinstance(raw, RawMoments):
         p, m = raw.G.shape[0] - 1, raw.G.shape[1] - 1
         if p and m and raw.n and not np.any(raw.G[1:, 1:, 1:, 1:]):

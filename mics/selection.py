@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 _CV_MAX_ITER = 50
+# Random restarts of each fold fit (the HOSVD and K - 1 starts always run).
+_CV_N_INIT = 0
 
 
 class BlockedKFold(KFold):
@@ -241,42 +243,61 @@ def _fold_moments(X, Y, Z, splits, interaction):
 
 def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed):
     """Fit every candidate on one training fold and score it on the held-out block."""
-    from mics.modulation import DataOperator, MomentOperator, fit_baseline_path, fit_mic_model
+    from mics.modulation import DataOperator, MomentOperator, fit_baseline_path
 
     train, test, test_m, excl_m = fold
     cm = (total - excl_m).centered()
     if estimator.solver_ == "moments":
         op = MomentOperator(cm)
     else:
-        X, Y, Z = data
-        op = DataOperator(cm, X[train], Y[train], Z[train])
+        op = DataOperator(cm, *data, rows=train)
     pen = estimator._penalties(op)
     if stage == "rank":
         baselines = fit_baseline_path(op, candidates, pen["alpha_B"])
         fits = [(B, D, None) for B, D, _ in baselines]
     else:
-        fits = []
-        for c in candidates:
-            # Over-specified candidates converge slowly by nature; within CV the
-            # sweep cap is deliberate, so its warning would only be noise.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                fit = fit_mic_model(
-                    op,
-                    rank,
-                    c,
-                    **pen,
-                    n_init=estimator.n_init,
-                    # Candidates are compared, not reported: a capped number of
-                    # sweeps changes the held-out loss far less than the SEM.
-                    max_iter=min(estimator.max_iter, _CV_MAX_ITER),
-                    tol=estimator.tol,
-                    random_state=seed,
-                )
-            fits.append((fit.coef, fit.modulator_coef, fit))
+        fits = [
+            (f.coef, f.modulator_coef, f)
+            for f in _channel_path(estimator, op, rank, candidates, pen, seed)
+        ]
     if estimator.solver_ == "moments":
         return [heldout_loss(test_m, cm, B, D, fit) for B, D, fit in fits]
     return [_data_heldout_loss(data, test, cm, B, D, fit) for B, D, fit in fits]
+
+
+def _channel_path(estimator, op, rank, candidates, pen, seed):
+    """Fold fits for each channel count, every K warm-started from the K - 1 fit.
+
+    The fits of one fold share its training moments, so the K - 1 solution
+    (plus the next HOSVD direction) is a start that never saw the held-out
+    block; with the HOSVD start it replaces the random restarts, which then
+    run in the final fit on all the data only (``_CV_N_INIT``).
+    """
+    from mics.modulation import fit_mic_model
+
+    fits, previous = [], None
+    for c in sorted(candidates):
+        # Over-specified candidates converge slowly by nature; within CV the
+        # sweep cap is deliberate, so its warning would only be noise.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit = fit_mic_model(
+                op,
+                rank,
+                c,
+                **pen,
+                n_init=min(estimator.n_init, _CV_N_INIT),
+                # Candidates are compared, not reported: a capped number of
+                # sweeps changes the held-out loss far less than the SEM.
+                max_iter=min(estimator.max_iter, _CV_MAX_ITER),
+                tol=estimator.tol,
+                random_state=seed,
+                warm_start=previous,
+            )
+        fits.append(fit)
+        previous = fit
+    order = np.argsort(np.argsort(candidates))
+    return [fits[i] for i in order]
 
 
 def _data_heldout_loss(data, test, cm, B, D, fit):
@@ -300,8 +321,8 @@ def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, de
         delayed(_fold_task)(estimator, total, fold, data, stage, rank, candidates, seed)
         for fold, seed in zip(folds, seeds, strict=True)
     )
-    # Threads: the fold tasks spend their time in BLAS/LAPACK and numba
-    # kernels that release the GIL, and threads share the moments unpickled.
+    # Threads: the fold tasks spend their time in BLAS/LAPACK calls that
+    # release the GIL, and threads share the moments unpickled.
     results = Parallel(n_jobs=estimator.n_jobs, prefer="threads", return_as="generator")(jobs)
     out = list(
         tqdm(results, total=len(folds), desc=desc, disable=not estimator.verbose, leave=False)

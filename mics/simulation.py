@@ -101,6 +101,9 @@ class GroundTruth:
         Geometry of each channel (one of :data:`GEOMETRIES`).
     noise_var : float
         Variance of the target noise ``e_t`` per neuron.
+    gating_neurons : ndarray of int
+        Modulator columns that carry the gating (where ``modulator_patterns_``
+        is non-zero), sorted.
     source_rates, target_rates : ndarray of shape (n_samples, n_neurons) or None
         With the calcium observation model only: the latent (centred) source
         activity and target activity the parameters above describe; the
@@ -121,6 +124,7 @@ class GroundTruth:
     modulator_patterns_: np.ndarray
     geometry: list[str]
     noise_var: float = _NOISE_VAR
+    gating_neurons: np.ndarray | None = field(default=None, repr=False)
     source_rates: np.ndarray | None = field(default=None, repr=False)
     target_rates: np.ndarray | None = field(default=None, repr=False)
 
@@ -215,6 +219,7 @@ def simulate(
     random_state=None,
     *,
     additive_snr=0.2,
+    n_gating=None,
 ):
     """Simulate source, modulator and target activity with known channels.
 
@@ -259,7 +264,8 @@ def simulate(
         and decays after them, further columns slow arousal-like (pupil)
         signals that follow running.
         ``"population"``: a third population of m neurons driven by its own
-        latent of dimension ``min(m, 3)`` plus private noise.
+        latent of dimension ``min(m, 3)`` plus private noise (half of each
+        neuron's variance); the gating is carried by ``n_gating`` of them.
         Every column of the returned Z is centred and scaled to unit variance.
     calcium : dict or None
         Calcium observation model applied to X and Y after Y is generated:
@@ -276,6 +282,11 @@ def simulate(
     additive_snr : float
         In-sample variance of the additive modulator effect ``Z D`` over noise
         variance, pooled over target neurons (0 for no additive effect).
+    n_gating : int or None
+        Number of modulator columns (neurons, drawn at random) that carry the
+        modulator patterns; the patterns are zero on the others. None: all of
+        them, except for ``modulator_kind="population"`` where it is
+        ``min(m, max(K, 3, m // 4))`` -- a subset of the population gates.
 
     Returns
     -------
@@ -325,6 +336,11 @@ def simulate(
         if source_dim > p:
             raise ValueError(f"source_dim={source_dim} exceeds n_source={p}.")
     calcium = _check_calcium(calcium)
+    if n_gating is None:
+        n_gating = min(m, max(K, 3, m // 4)) if modulator_kind == "population" else m
+    n_gating = _check_int(n_gating, "n_gating", minimum=1)
+    if n_gating > m:
+        raise ValueError(f"n_gating={n_gating} exceeds n_modulators={m}.")
     _warn_if_not_identifiable(K, p, q, m)
 
     rng = check_random_state(random_state)
@@ -338,7 +354,13 @@ def simulate(
     S = np.linspace(1.0, 0.5, r) if r > 1 else np.ones(r)
     A = _place_patterns(rng, U, [_PLACEMENT[g][0] for g in geometries])
     Bpat = _place_patterns(rng, V, [_PLACEMENT[g][1] for g in geometries])
-    C = _random_directions(rng, m, K)
+    if n_gating == m:
+        gating = np.arange(m)
+        C = _random_directions(rng, m, K)
+    else:
+        gating = np.sort(rng.choice(m, size=n_gating, replace=False))
+        C = np.zeros((m, K))
+        C[gating] = _random_directions(rng, n_gating, K)
     sign_a, sign_b = canonical_signs(A), canonical_signs(Bpat)
     A, Bpat, C = A * sign_a, Bpat * sign_b, C * (sign_a * sign_b)
     lam = _CHANNEL_DECAY ** np.arange(K, dtype=float)
@@ -379,6 +401,7 @@ def simulate(
         target_patterns_=Bpat,
         modulator_patterns_=C,
         geometry=list(geometries),
+        gating_neurons=gating,
     )
     if calcium is not None:
         truth.source_rates, truth.target_rates = X, Y

@@ -20,6 +20,7 @@ __all__ = [
     "plot_decomposition",
     "plot_geometry",
     "plot_loss_history",
+    "plot_modulator_patterns",
 ]
 
 #: Colour of each kind of modulation, shared by all figures.
@@ -37,6 +38,10 @@ PART_LABELS = {
     "private_target": "private target",
     "new": "new",
 }
+
+# Above this many modulator neurons a pattern is drawn sorted by loading
+# (a population), not as one stem per named variable.
+_MANY_MODULATORS = 30
 
 _CV_KEYS = ("{}", "{}_mean_loss", "{}_sem_loss", "{}_best_index")
 _CV_XLABEL = {"rank": "baseline rank", "n_channels": "number of channels"}
@@ -111,7 +116,10 @@ def plot_channels(model, fig=None):
         for k in range(K):
             ax = axes[k, j]
             values = P[:, k]
-            if name == "modulator":
+            if name == "modulator" and n > _MANY_MODULATORS:
+                # a population: loadings sorted, the largest named
+                _sorted_pattern(ax, values, _modulator_labels(model, n))
+            elif name == "modulator":
                 ax.bar(x, values, color=np.where(values >= 0, "C3", "C0"), width=0.6)
                 ax.axhline(0.0, color="k", linewidth=0.8)
                 ax.set_xticks(x, names_or_default(model, "modulator", n))
@@ -433,3 +441,76 @@ def plot_geometry(model, ax=None):
     ax.set_ylabel(r"target alignment $|V^\top b|^2$")
     ax.set_title("channel geometry")
     return ax
+
+
+def _modulator_labels(model, m):
+    """Neuron ids of a labelled modulator (DataArray patterns), else 0..m-1."""
+    C = model.modulator_patterns_
+    dims = getattr(C, "dims", ())
+    if dims and dims[0] in getattr(C, "coords", {}):
+        return [str(v) for v in C[dims[0]].values]
+    return [str(j) for j in range(m)]
+
+
+def _sorted_pattern(ax, values, labels, n_labels=8):
+    """A population pattern: loadings sorted by value, the largest |.| named."""
+    order = np.argsort(values)[::-1]
+    ranks = np.arange(values.size)
+    ax.bar(ranks, values[order], width=1.0, color="0.35")
+    ax.axhline(0.0, color="k", lw=0.8)
+    for i in np.argsort(-np.abs(values[order]))[:n_labels]:
+        ax.annotate(
+            labels[order[i]],
+            (ranks[i], values[order][i]),
+            fontsize=7,
+            rotation=90,
+            ha="center",
+            va="bottom" if values[order][i] >= 0 else "top",
+        )
+    ax.set_xlabel("modulator neuron (sorted by loading)")
+
+
+def plot_modulator_patterns(model, ax=None, n_labels=8):
+    """Modulator patterns of a population modulator, drawn over its neurons.
+
+    Each channel's pattern ``c_k`` is shown as its neurons' loadings sorted
+    from largest to smallest, with the ``n_labels`` largest in magnitude
+    named (neuron ids from a labelled ``Z``, else column indices). Suited to
+    a third population as modulator, where a bar per named variable is
+    unreadable.
+
+    Parameters
+    ----------
+    model : mics.MICs
+        Fitted model with at least one channel.
+    ax : matplotlib.axes.Axes or sequence of Axes, optional
+        One axes per channel; new ones when omitted.
+    n_labels : int
+        Neurons named per channel.
+
+    Returns
+    -------
+    axes : list of matplotlib.axes.Axes
+        One per channel, titled with the channel index and weight.
+    """
+    _require(model, "channel_weights_", "modulator_patterns_")
+    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
+    C = np.asarray(model.modulator_patterns_, dtype=float)
+    K = weights.size
+    if K == 0:
+        raise ValueError("the model has no modulation channels to plot.")
+    if ax is None:
+        _, axes = _pyplot().subplots(
+            K, 1, figsize=(8, 2.4 * K), squeeze=False, layout="constrained"
+        )
+        axes = list(axes[:, 0])
+    else:
+        axes = list(np.atleast_1d(ax))
+        if len(axes) != K:
+            raise ValueError(f"ax must hold one axes per channel ({K}), got {len(axes)}.")
+    labels = _modulator_labels(model, C.shape[0])
+    for k, a in enumerate(axes):
+        _sorted_pattern(a, C[:, k], labels, n_labels)
+        a.set_title(f"channel {k} (\u03bb = {weights[k]:.3g}): modulator pattern")
+        a.set_ylabel("loading")
+    return axes

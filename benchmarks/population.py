@@ -1,0 +1,400 @@
+"""A third population as the modulator (issue 17): memory, speed, selection, recovery.
+
+Four parts, each run in a fresh subprocess so that its peak resident memory
+(``ru_maxrss``) is its own:
+
+``large``
+    T = 20000, p = 300, q = 100, m = 200 (a 200-neuron modulator population).
+    ``MICs(rank=2, n_channels=1)`` (``solver="auto"``) and the default
+    selection ``MICs()``, each with its wall time and peak memory, and as the
+    peer, measured in the same run, 30 sweeps of a plain NumPy ALS that
+    passes over the data each sweep (weighted Grams by ``(F * w).T @ F``, the
+    same ridge solves; no moments, no restarts). Data from an independent
+    generator written here (latent-driven populations, one planted channel).
+``ratio``
+    T = 3000, p = 60, q = 40, true r = 3, K = 1 (``mics.simulate``,
+    ``modulator_kind="population"``): the default selection at m = 3 and
+    m = 100, timed in the same run, and the selections of v0.1 (the git tag,
+    run from an extracted copy in a subprocess) on the same data.
+``recovery``
+    Fixed rank and K = 1 at T = 3000, p = 60, q = 40 for m = 3, 30, 100, 300:
+    cosine of each fitted pattern with the truth and the factor match score
+    (``mics.recovery.factor_match_score``).
+``null``
+    Data sets without modulation (K = 0) at m = 100: the rate of K_hat = 0
+    under the default channel selection, with a Clopper-Pearson interval.
+
+Usage::
+
+    python benchmarks/population.py large
+    python benchmarks/population.py ratio [--v01-m100 full|rank]
+    python benchmarks/population.py recovery
+    python benchmarks/population.py null --n-null 20
+
+Results go to ``results/population/<part>.txt`` (and ``.csv``). The machine
+is shared (2 cores, several users): the load average is printed with every
+timing; ratios measured in the same run are the figures to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "population"
+
+
+def _peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _load():
+    return os.getloadavg()[0]
+
+
+# ----------------------------------------------------------------------------- data
+def independent_data(T, p, q, m, rank=2, seed=0, modulation=0.5):
+    """Latent-driven source and modulator populations, one planted channel.
+
+    Written independently of ``mics.simulate``: X and Z each have a 5-d
+    shared latent (half the variance) plus private noise; Y = X B + Z D +
+    lambda (c . z)(a . x) b + noise, with the gating carried by a fifth of
+    the modulator neurons.
+    """
+    rng = np.random.default_rng(seed)
+
+    def population(n):
+        L = rng.standard_normal((n, 5)) / np.sqrt(5)
+        return np.sqrt(0.5) * rng.standard_normal((T, 5)) @ L.T + np.sqrt(
+            0.5
+        ) * rng.standard_normal((T, n))
+
+    X, Z = population(p), population(m)
+    U = np.linalg.qr(rng.standard_normal((p, rank)))[0]
+    V = np.linalg.qr(rng.standard_normal((q, rank)))[0]
+    B = U @ V.T * 0.3
+    D = rng.standard_normal((m, q)) * 0.02
+    a = rng.standard_normal(p)
+    b = rng.standard_normal(q)
+    c = np.zeros(m)
+    gating = rng.choice(m, size=max(1, m // 5), replace=False)
+    c[gating] = rng.standard_normal(gating.size)
+    a, b, c = (v / np.linalg.norm(v) for v in (a, b, c))
+    gate = (Z @ c) * (X @ a)
+    lam = modulation / gate.std()
+    Y = X @ B + Z @ D + lam * np.outer(gate, b) + rng.standard_normal((T, q))
+    return X, Y, Z, dict(a=a, b=b, c=c)
+
+
+def plain_als(X, Y, Z, rank, n_sweeps=30, alpha=1e-3):
+    """The obvious data-space ALS: RRR baseline, then sweeps over (a, c, b).
+
+    Every sweep forms the weighted Grams ``X^T diag(g^2) X`` and
+    ``Z^T diag(h^2) Z`` from the data, solves the three ridge problems and
+    refits the baseline given the channel (K = 1).
+    """
+    Xc, Zc, Yc = (v - v.mean(0) for v in (X, Z, Y))
+    XZ = np.hstack([Xc, Zc])
+    G = XZ.T @ XZ
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal(Yc.shape[1])
+    c = rng.standard_normal(Zc.shape[1])
+    a = np.zeros(Xc.shape[1])
+    h = np.zeros(len(Xc))
+    for _ in range(n_sweeps):
+        # baseline given the channel: ridge of (Y - h b^T) on [X, Z], then rank-r on X's part
+        R0 = Yc - np.outer(h, b)
+        coef = np.linalg.solve(G + alpha * np.eye(len(G)), XZ.T @ R0)
+        fitted = Xc @ coef[: Xc.shape[1]]
+        _, _, Vt = np.linalg.svd(fitted, full_matrices=False)
+        Bx = coef[: Xc.shape[1]] @ Vt[:rank].T @ Vt[:rank]
+        R = Yc - Xc @ Bx - Zc @ coef[Xc.shape[1] :]
+        rb = R @ b
+        zc = Zc @ c
+        a = np.linalg.solve(
+            (Xc * zc[:, None] ** 2).T @ Xc + alpha * np.eye(len(a)), Xc.T @ (zc * rb)
+        )
+        xa = Xc @ a
+        c = np.linalg.solve(
+            (Zc * xa[:, None] ** 2).T @ Zc + alpha * np.eye(len(c)), Zc.T @ (xa * rb)
+        )
+        h = xa * (Zc @ c)
+        b = R.T @ h / (h @ h + alpha)
+    return a, b, c
+
+
+# ----------------------------------------------------------------------------- tasks
+def task_large_fit(args):
+    from mics import MICs
+
+    X, Y, Z, truth = independent_data(20000, 300, 100, 200, seed=args.seed)
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = MICs(rank=2, n_channels=1, random_state=0, verbose=0).fit(X, Y, Z)
+    dt = time.perf_counter() - t
+    cos = abs(float(est.modulator_patterns_[:, 0] @ truth["c"]))
+    return dict(
+        seconds=dt, peak_mb=_peak_mb(), solver=est.solver_, sweeps=int(est.n_iter_), cos_c=cos
+    )
+
+
+def task_large_select(args):
+    from mics import MICs
+
+    X, Y, Z, truth = independent_data(20000, 300, 100, 200, seed=args.seed)
+    t = time.perf_counter()
+    est = MICs(random_state=0, verbose=0).fit(X, Y, Z)
+    dt = time.perf_counter() - t
+    return dict(
+        seconds=dt, peak_mb=_peak_mb(), solver=est.solver_, rank=est.rank_, K=est.n_channels_
+    )
+
+
+def task_large_plain(args):
+    X, Y, Z, truth = independent_data(20000, 300, 100, 200, seed=args.seed)
+    t = time.perf_counter()
+    a, b, c = plain_als(X, Y, Z, rank=2, n_sweeps=30)
+    dt = time.perf_counter() - t
+    cos = abs(float(c @ truth["c"])) / np.linalg.norm(c)
+    return dict(seconds=dt, peak_mb=_peak_mb(), sweeps=30, cos_c=cos)
+
+
+def _ratio_data(m, seed):
+    from mics import simulate
+
+    return simulate(
+        n_samples=3000,
+        n_source=60,
+        n_target=40,
+        n_modulators=m,
+        rank=3,
+        n_channels=1,
+        modulator_kind="population",
+        random_state=seed,
+    )
+
+
+def task_select(args):
+    """Default selection of the current package (or of v0.1 on PYTHONPATH)."""
+    import mics
+
+    X, Y, Z, truth = _ratio_data(args.m, args.seed)
+    kw = {} if args.rank is None else {"rank": args.rank}
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = mics.MICs(random_state=0, verbose=0, **kw).fit(X, Y, Z)
+    dt = time.perf_counter() - t
+    from mics.recovery import factor_match_score
+
+    fms = factor_match_score(truth, est) if est.n_channels_ else float("nan")
+    return dict(
+        seconds=dt,
+        peak_mb=_peak_mb(),
+        solver=getattr(est, "solver_", "?"),
+        rank=int(est.rank_),
+        K=int(est.n_channels_),
+        fms=float(fms),
+        version=str(Path(mics.__file__).parent),
+    )
+
+
+def task_recovery(args):
+    from mics import MICs, simulate
+    from mics.recovery import factor_match_score
+
+    X, Y, Z, truth = simulate(
+        n_samples=3000,
+        n_source=60,
+        n_target=40,
+        n_modulators=args.m,
+        rank=3,
+        n_channels=1,
+        modulator_kind="population",
+        random_state=args.seed,
+    )
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = MICs(rank=3, n_channels=1, random_state=0, verbose=0).fit(X, Y, Z)
+    dt = time.perf_counter() - t
+    cos = {
+        name: abs(
+            float(
+                getattr(est, f"{name}_patterns_")[:, 0] @ getattr(truth, f"{name}_patterns_")[:, 0]
+            )
+        )
+        for name in ("source", "target", "modulator")
+    }
+    return dict(seconds=dt, solver=est.solver_, fms=float(factor_match_score(truth, est)), **cos)
+
+
+def task_null(args):
+    from mics import MICs, simulate
+
+    X, Y, Z, _ = simulate(
+        n_samples=args.T,
+        n_source=args.p,
+        n_target=args.q,
+        n_modulators=100,
+        rank=2,
+        n_channels=0,
+        modulator_kind="population",
+        random_state=args.seed,
+    )
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = MICs(rank=2, max_channels=args.max_channels, random_state=0, verbose=0).fit(X, Y, Z)
+    return dict(seconds=time.perf_counter() - t, solver=est.solver_, K=int(est.n_channels_))
+
+
+TASKS = {
+    "large-fit": task_large_fit,
+    "large-select": task_large_select,
+    "large-plain": task_large_plain,
+    "select": task_select,
+    "recovery": task_recovery,
+    "null": task_null,
+}
+
+
+def run(task, pythonpath=None, **kw):
+    """Run one task in a fresh interpreter; returns its result dict."""
+    cmd = [sys.executable, __file__, "--task", task]
+    for k, v in kw.items():
+        if v is not None:
+            cmd += [f"--{k.replace('_', '-')}", str(v)]
+    env = dict(os.environ, PYTHONPATH=str(pythonpath or ROOT))
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    res["load"] = round(_load(), 1)
+    return res
+
+
+def _write(name, lines):
+    OUT.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(lines) + "\n"
+    (OUT / f"{name}.txt").write_text(text)
+    print(text)
+
+
+# ----------------------------------------------------------------------------- parts
+def part_large(args):
+    lines = ["T=20000, p=300, q=100, m=200 (independent generator, one planted channel)"]
+    plain = run("large-plain", seed=args.seed)
+    fit = run("large-fit", seed=args.seed)
+    lines.append(f"plain NumPy ALS, 30 sweeps: {plain}")
+    lines.append(f"MICs(rank=2, n_channels=1): {fit}")
+    lines.append(
+        f"fixed-rank fit / 30 plain sweeps: {fit['seconds'] / plain['seconds']:.2f}x time"
+    )
+    if not args.skip_select:
+        sel = run("large-select", seed=args.seed)
+        lines.append(f"MICs() default selection: {sel}")
+    _write("large", lines)
+
+
+def part_ratio(args):
+    lines = ["T=3000, p=60, q=40, true r=3, K=1, modulator_kind='population'"]
+    new = {}
+    for m in (3, 100):
+        new[m] = run("select", m=m, seed=args.seed)
+        lines.append(f"this branch, m={m}: {new[m]}")
+        _write("ratio", lines)  # partial results survive a slow v0.1 run
+    lines.append(f"time ratio m=100 / m=3: {new[100]['seconds'] / new[3]['seconds']:.1f}x")
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "v0.1", "mics"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        old3 = run("select", pythonpath=tmp, m=3, seed=args.seed)
+        lines.append(f"v0.1, m=3: {old3}")
+        _write("ratio", lines)
+        rank = None if args.v01_m100 == "full" else new[100]["rank"]
+        old100 = run("select", pythonpath=tmp, m=100, seed=args.seed, rank=rank)
+        what = "default selection" if rank is None else f"rank fixed at {rank}, K selected"
+        lines.append(f"v0.1, m=100 ({what}): {old100}")
+    same = all(
+        (new[m]["rank"] if m == 3 or rank is None else rank, new[m]["K"]) == (o["rank"], o["K"])
+        for m, o in ((3, old3), (100, old100))
+    )
+    lines.append(f"same selections as v0.1: {same}")
+    _write("ratio", lines)
+
+
+def part_recovery(args):
+    lines = ["T=3000, p=60, q=40, r=3, K=1 fixed; modulator_kind='population'",
+             "m,solver,seconds,cos_source,cos_target,cos_modulator,factor_match"]  # fmt: skip
+    for m in (3, 30, 100, 300):
+        res = run("recovery", m=m, seed=args.seed)
+        lines.append(
+            f"{m},{res['solver']},{res['seconds']:.1f},{res['source']:.4f},"
+            f"{res['target']:.4f},{res['modulator']:.4f},{res['fms']:.4f}"
+        )
+    _write("recovery", lines)
+    (OUT / "recovery.csv").write_text("\n".join(lines[1:]) + "\n")
+
+
+def part_null(args):
+    from mics.recovery import detection_rates
+
+    lines = [
+        f"null data (K=0), m=100, T={args.T}, p={args.p}, q={args.q}, r=2 fixed, "
+        f"K selected in 0..{args.max_channels}",
+        "seed,solver,K_hat,seconds",
+    ]
+    ks = []
+    for i in range(args.n_null):
+        res = run(
+            "null", seed=1000 + i, T=args.T, p=args.p, q=args.q, max_channels=args.max_channels
+        )
+        ks.append(res["K"])
+        lines.append(f"{1000 + i},{res['solver']},{res['K']},{res['seconds']:.1f}")
+        print(lines[-1], flush=True)
+    rates = detection_rates([], ks)
+    lo, hi = rates.false_positive_rate_ci
+    lines.append(
+        f"K_hat = 0 in {ks.count(0)}/{len(ks)}; false-positive rate "
+        f"{rates.false_positive_rate:.3f} (95% CI {lo:.3f}-{hi:.3f})"
+    )
+    _write("null", lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("part", nargs="?", choices=["large", "ratio", "recovery", "null"])
+    ap.add_argument("--task", choices=sorted(TASKS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--m", type=int)
+    ap.add_argument("--rank", type=int)
+    ap.add_argument("--T", type=int, default=3000)
+    ap.add_argument("--p", type=int, default=60)
+    ap.add_argument("--q", type=int, default=40)
+    ap.add_argument("--max-channels", type=int, default=4)
+    ap.add_argument("--n-null", type=int, default=20)
+    ap.add_argument("--v01-m100", choices=["full", "rank"], default="rank")
+    ap.add_argument("--skip-select", action="store_true")
+    args = ap.parse_args()
+    if args.task:
+        print(json.dumps(TASKS[args.task](args)))
+        return
+    {"large": part_large, "ratio": part_ratio, "recovery": part_recovery, "null": part_null}[
+        args.part
+    ](args)
+
+
+if __name__ == "__main__":
+    main()

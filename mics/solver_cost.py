@@ -1,0 +1,82 @@
+"""Which computation path fits a problem: estimated cost and memory of each.
+
+The two paths fit the same model (``docs/model.md``):
+
+* the *moment* path makes one pass over the data for the interaction
+  moments (``d = (p + 1)(m + 1)``: ``T d^2`` work and ``d^2`` memory), after
+  which every sweep costs ``O(p^2 m^2 K)``, independent of ``T``;
+* the *data* path keeps only the centred data and the linear moments
+  (``O(T (p + m + q) + (p + m + q)^2)`` memory) and pays
+  ``O(T (p^2 + m^2) K^2)`` per sweep.
+
+The moment path pays when ``m^2`` is small against ``T``: a behavioural
+modulator (a few variables) with long recordings. A third population as
+modulator (``m`` in the hundreds) makes its moments both huge and slow to
+form, and the data path wins. The estimates below are flop and byte counts
+of the dominant terms; they need only be right within a small factor.
+"""
+
+from __future__ import annotations
+
+from mics.moments import moment_nbytes
+
+__all__ = ["path_costs", "choose_solver"]
+
+# Typical sweeps of one fit (restarts' probes, modulation and joint stages).
+_SWEEPS_PER_FIT = 100
+
+
+def path_costs(n_samples, p, q, m, *, n_channels=1, n_fits=1, n_folds=0, n_candidates=1):
+    """Estimated flops and peak bytes of the moment and data paths.
+
+    Parameters
+    ----------
+    n_samples, p, q, m : int
+        Samples ``T``, source, target and modulator sizes.
+    n_channels : int
+        Channels ``K`` of a typical fit.
+    n_fits : int
+        ALS fits to run (1 for a fixed-rank fit; folds x candidates for selection).
+    n_folds : int
+        Held-out blocks scored (0 without selection).
+    n_candidates : int
+        Candidate models scored per held-out block.
+
+    Returns
+    -------
+    dict
+        ``{"moments": (flops, bytes), "data": (flops, bytes)}``.
+    """
+    T, K = n_samples, max(int(n_channels), 1)
+    d = (p + 1) * (m + 1)
+    # moments: the pass (the Gram's distinct blocks, about half of T d^2 for
+    # large m), per-sweep contractions of the (pm)^2 scatter, and held-out
+    # scores as quadratic forms in the fold's d x d Gram.
+    pass_flops = T * d * d * (m + 2) / (m + 1)
+    sweep_moments = 3.0 * p * p * m * m * K + 6.0 * p * m * q * K
+    heldout_moments = 2.0 * d * d * (1 + min(p, q) + m + K)
+    flops_moments = (
+        pass_flops
+        + n_fits * _SWEEPS_PER_FIT * sweep_moments
+        + n_folds * n_candidates * heldout_moments
+    )
+    # raw + centred copies of the moments, plus the operator's transposed scatter
+    bytes_moments = 2 * moment_nbytes(p, m, q) + 8 * (p * m) ** 2
+    # data: weighted Grams (diagonal blocks by dsyrk) and the right-hand
+    # sides each sweep, plus the interaction start Phi^T R (2 T p m q) per fit.
+    sweep_data = T * (p * p + m * m) * K * K + 8.0 * T * (p + m + q) * K + 2.0 * T * q * (p + m)
+    flops_data = n_fits * (_SWEEPS_PER_FIT * sweep_data + 2.0 * T * p * m * q)
+    # centred copies of the data, residuals, K scaled copies, linear moments
+    bytes_data = 8 * (T * (p + m + 2 * q + K * max(p, m)) + 2 * (p + m + q) ** 2 + p * m * q)
+    return {"moments": (flops_moments, bytes_moments), "data": (flops_data, bytes_data)}
+
+
+def choose_solver(n_samples, p, q, m, *, memory_limit, **kwargs):
+    """``"moments"`` when its memory fits ``memory_limit`` and it costs less; else ``"data"``.
+
+    Keyword arguments are passed to :func:`path_costs`.
+    """
+    costs = path_costs(n_samples, p, q, m, **kwargs)
+    flops_m, bytes_m = costs["moments"]
+    flops_d, _ = costs["data"]
+    return "moments" if bytes_m <= memory_limit and flops_m <= flops_d else "data"

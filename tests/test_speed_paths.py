@@ -1,0 +1,152 @@
+"""The fast paths of issue #10: BLAS contractions, warm-started CV fits, sequential test."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from mics.inference import _collect_null, _monte_carlo_p_value
+from mics.modulation import MomentOperator, _contract_pair, fit_mic_model
+from mics.moments import compute_moments
+from mics.selection import BlockedKFold
+
+from ._generate import make_mic_data
+
+
+@pytest.fixture(scope="module")
+def operator():
+    X, Y, Z, _ = make_mic_data(T=400, p=9, q=7, m=3, seed=3)
+    op = MomentOperator(compute_moments(X, Y, Z).centered())
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((9, 7))
+    D = rng.standard_normal((3, 7))
+    op.set_baseline(B, D)
+    return op, B, D, rng
+
+
+# ---------------------------------------------------------------- BLAS paths vs NumPy twins
+def test_moment_operator_contractions_match_einsum(operator):
+    op, B, D, rng = operator
+    cm_M = op.Mab.reshape(op.m, op.m, op.p, op.p).transpose(2, 0, 3, 1)  # back to (i, a, j, b)
+    A, C, Bm = (rng.standard_normal((n, 2)) for n in (op.p, op.m, op.q))
+    S = op.Sphiy - np.einsum("iaj,jq->iaq", op.Sphix, B) - np.einsum("iab,bq->iaq", op.Sphiz, D)
+    np.testing.assert_allclose(op.Sphir, S, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(
+        op.gram_source(C), np.einsum("ak,bl,iajb->klij", C, C, cm_M), rtol=1e-12, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        op.gram_modulator(A), np.einsum("ik,jl,iajb->klab", A, A, cm_M), rtol=1e-12, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        op.rhs_source(C, Bm), np.einsum("iaj,ak,jk->ik", S, C, Bm), rtol=1e-12, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        op.rhs_modulator(A, Bm), np.einsum("iaj,ik,jk->ak", S, A, Bm), rtol=1e-12, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        op.rhs_target(A, C), np.einsum("iaj,ik,ak->jk", S, A, C), rtol=1e-12, atol=1e-9
+    )
+    N = op.gram_modulator(A)
+    np.testing.assert_allclose(
+        _contract_pair(N, C), np.einsum("ak,klab,bl->kl", C, N, C), rtol=1e-12, atol=1e-9
+    )
+
+
+def test_moment_pass_equals_khatri_rao_gram():
+    rng = np.random.default_rng(1)
+    X, Y, Z = (
+        rng.standard_normal((97, 6)) + 3,
+        rng.standard_normal((97, 4)),
+        rng.standard_normal((97, 2)),
+    )
+    shifts = (np.full(6, 2.5), np.full(2, -0.5), np.full(4, 0.25))
+    raw = compute_moments(X, Y, Z, shifts=shifts, chunk_size=10)  # ragged last chunk
+    xt = np.column_stack([np.ones(97), X - shifts[0]])
+    zt = np.column_stack([np.ones(97), Z - shifts[1]])
+    U = np.einsum("ti,ta->tia", xt, zt).reshape(97, -1)
+    np.testing.assert_allclose(raw.G.reshape(U.shape[1], -1), U.T @ U, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(raw.Gy.reshape(U.shape[1], -1), U.T @ (Y - shifts[2]), rtol=1e-12)
+    np.testing.assert_allclose(raw.Syy, (Y - shifts[2]).T @ (Y - shifts[2]), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- warm starts in CV
+def _fold_operator(seed):
+    X, Y, Z, _ = make_mic_data(T=800, p=20, q=15, seed=seed)
+    train, _ = next(iter(BlockedKFold(5).split(X)))
+    train = train if seed % 2 else np.sort(train)[::-1].copy()  # any fold, any order
+    return MomentOperator(compute_moments(X[train], Y[train], Z[train]).centered())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_warm_started_fold_fit_is_no_worse_than_cold_restarts(seed):
+    op = _fold_operator(seed)
+    kw = dict(max_iter=300, tol=1e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = fit_mic_model(op, 3, 1, n_init=0, **kw)
+        warm = fit_mic_model(op, 3, 2, n_init=0, warm_start=one, **kw)
+        cold = fit_mic_model(op, 3, 2, n_init=3, random_state=seed, **kw)
+    assert warm.loss_history[-1] <= cold.loss_history[-1] * (1 + 1e-6)
+    # the history of the warm fit never increases (exact block minimisation)
+    h = warm.loss_history
+    assert np.all(np.diff(h) <= 1e-10 * np.abs(h[:-1]))
+
+
+def test_warm_start_is_a_start_not_the_answer():
+    """A warm start from a different K must not be returned unchanged: the fit improves on it."""
+    op = _fold_operator(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = fit_mic_model(op, 3, 1, n_init=0, max_iter=300, tol=1e-10)
+        two = fit_mic_model(op, 3, 2, n_init=0, warm_start=one, max_iter=300, tol=1e-10)
+    # two true channels: the second one lowers the loss well below the K = 1 optimum
+    assert two.loss_history[-1] < 0.9 * one.loss_history[-1]
+    assert two.weights.size == 2
+
+
+# ---------------------------------------------------------------- sequential test
+def test_sequential_p_value_equals_full_test_when_not_stopped():
+    null = np.array([0.1, 0.5, -0.2, 0.3, 0.05])
+    assert _monte_carlo_p_value(null, 0.4, 5, None) == pytest.approx(2 / 6)
+    assert _monte_carlo_p_value(null, 0.4, 5, 3) == pytest.approx(2 / 6)  # 1 < h exceedances
+    stopped = _collect_null(((v, None) for v in null), 0.0, 5, 2, 0)
+    np.testing.assert_array_equal(stopped, null[:2])
+    assert _monte_carlo_p_value(stopped, 0.0, 5, 2) == pytest.approx(2 / 2)
+
+
+@pytest.mark.parametrize("h", [1, 5])
+def test_sequential_test_is_calibrated_on_null_draws(h):
+    """Besag-Clifford p-values under exchangeability: P(p <= a) <= a, binomial CI."""
+    rng = np.random.default_rng(7)
+    n_perm, reps, alpha = 99, 4000, 0.05
+    rejections, evaluated = 0, 0
+    for _ in range(reps):
+        draws = rng.standard_normal(n_perm + 1)  # observed and nulls exchangeable
+        null = _collect_null(((v, None) for v in draws[1:]), draws[0], n_perm, h, 0)
+        evaluated += null.size
+        rejections += _monte_carlo_p_value(null, draws[0], n_perm, h) <= alpha
+    ci = stats.binomtest(rejections, reps).proportion_ci(0.99)
+    assert ci.low <= alpha  # not anti-conservative
+    assert ci.high >= alpha - 0.01  # and not needlessly conservative
+    # and it stops early on null data: about h / E[p] evaluations, far fewer than 99
+    assert evaluated / reps < (30 if h == 5 else 10)
+
+
+@pytest.mark.slow
+def test_sequential_modulation_test_same_for_one_and_two_jobs():
+    import mics
+
+    X, Y, Z, _ = make_mic_data(T=300, p=6, q=5, m=2, K=0, seed=4)
+    est = mics.MICs(rank=2, cv=3, max_channels=1, n_init=0, random_state=0, verbose=0)
+    kw = dict(n_permutations=9, min_shift=30, verbose=0, random_state=0, stop_after=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = mics.test_modulation(est, X, Y, Z, n_jobs=1, **kw)
+        b = mics.test_modulation(est, X, Y, Z, n_jobs=2, **kw)
+    np.testing.assert_array_equal(a.null_distribution, b.null_distribution)
+    assert a.p_value == b.p_value
+    # it stopped at the second exceedance, with Besag-Clifford's p-value
+    assert np.sum(a.null_distribution >= a.statistic) == 2 or a.null_distribution.size == 9
+    if a.null_distribution.size < 9:
+        assert a.p_value == pytest.approx(2 / a.null_distribution.size)
