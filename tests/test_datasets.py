@@ -60,8 +60,11 @@ def test_suite2p_example_is_the_shared_folder(data_dir):
 def test_data_dir_variable_comes_first(tmp_path, monkeypatch):
     """A copy in $MICS_DATA_DIR is used before ../shared/data."""
     rng = np.random.default_rng(0)
-    mats = {"X": rng.normal(size=(6, 3)), "Y_V2": rng.normal(size=(6, 2)),
-            "Y_V1": rng.normal(size=(6, 2))}
+    mats = {
+        "X": rng.normal(size=(6, 3)),
+        "Y_V2": rng.normal(size=(6, 2)),
+        "Y_V1": rng.normal(size=(6, 2)),
+    }
     (tmp_path / "semedo2019").mkdir()
     scipy.io.savemat(tmp_path / "semedo2019" / "sample_data.mat", mats)
     monkeypatch.setenv("MICS_DATA_DIR", str(tmp_path))
