@@ -17,7 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # Document this checkout even when another mics is installed.
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("MPLBACKEND", "Agg")
+# The tutorial kernels inherit the environment: a non-interactive MPLBACKEND (Agg,
+# as CI machines often set) would make their figures vanish from the pages.
+os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
 # The executed tutorials run in kernels that inherit the environment: make them
 # import this checkout too.
 os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -39,7 +39,7 @@ def site(tmp_path_factory):
         pytest.skip(f"the tutorials need the recordings ({', '.join(missing)}); set MICS_DATA_DIR")
     out = tmp_path_factory.mktemp("html")
     doctrees = tmp_path_factory.mktemp("doctrees")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("MICS_DOCS_EXECUTE", None)
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
     cmd += ["-d", str(doctrees), str(ROOT / "docs"), str(out)]
