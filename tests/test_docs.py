@@ -65,7 +65,7 @@ def test_every_public_name_has_an_api_page(site):
 def test_tutorials_are_rendered_with_their_figures(site):
     for name, n_figures in FIGURES.items():
         html = (site / "tutorials" / f"{name}.html").read_text()
-        images = re.findall(r'<img[^>]+src="[^"]*_images/[^"]+\.png"', html)
+        images = set(re.findall(r'<img[^>]+src="[^"]*_images/([^"]+\.png)"', html))
         assert len(images) >= n_figures, (name, len(images))
     tutorials = [p.stem for p in (ROOT / "docs" / "tutorials").glob("*.md") if p.stem != "index"]
     assert set(FIGURES) <= set(tutorials)
