@@ -67,7 +67,9 @@ _PARK_SHA256 = (
 
 # Relative path in the data folder -> (URL, SHA-256). The URLs name the commit of
 # the public snapshot the local copies were taken from, so the bytes cannot change
-# under a pinned hash.
+# under a pinned hash; the hashes are those of the unchanged copies in shared/data
+# (tests/test_datasets.py checks them). The URLs were not fetched when they were
+# pinned (no network there): if one has moved, the error names it and the hash.
 REGISTRY: dict[str, tuple[str, str]] = {
     "semedo2019/sample_data.mat": (
         f"{_SEMEDO}/mat_sample/sample_data.mat",
