@@ -31,7 +31,16 @@ __version__ = "0.1.0"
 
 # Submodules loaded on first use, so `import mics` stays light (matplotlib and
 # dask are imported only by the modules that need them).
-_LAZY = ("decomposition", "lags", "parallel", "plotting", "recovery", "selection", "trials")
+_LAZY = (
+    "datasets",
+    "decomposition",
+    "lags",
+    "parallel",
+    "plotting",
+    "recovery",
+    "selection",
+    "trials",
+)
 
 
 def __getattr__(name):
