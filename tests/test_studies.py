@@ -1,0 +1,139 @@
+"""The real-data studies run end to end on a tiny configuration; their bookkeeping is right."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mics
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools  # noqa: E402
+
+
+def test_holm_matches_hand_computed_reference():
+    # m = 4: sorted p 0.01, 0.02, 0.03, 0.2 -> 0.04, 0.06, 0.06 (monotone), 0.2
+    p = [0.03, 0.2, 0.01, np.nan, 0.02]
+    np.testing.assert_allclose(
+        study_tools.holm(p), [0.06, 0.2, 0.04, np.nan, 0.06], rtol=0, atol=1e-15
+    )
+    # the adjustment is capped at 1 and does not depend on input order
+    q = np.array([0.5, 0.9, 0.4])
+    perm = [2, 0, 1]
+    np.testing.assert_array_equal(study_tools.holm(q)[perm], study_tools.holm(q[perm]))
+    assert study_tools.holm(q).max() == 1.0
+
+
+def test_sum_test_against_explicit_count():
+    rng = np.random.default_rng(0)
+    nulls = rng.normal(size=(3, 99))
+    observed = np.array([0.5, 1.0, -0.2])
+    expected = (1 + sum(nulls[:, i].sum() >= 1.3 for i in range(99))) / 100
+    assert study_tools.sum_test(observed, nulls) == expected
+    # an observed sum above every null sum gets the smallest attainable p-value
+    assert study_tools.sum_test([100.0, 0, 0], nulls) == 1 / 100
+
+
+def test_binomial_ci_is_clopper_pearson():
+    # closed forms at the ends: k = n gives lower = (alpha / 2) ** (1 / n)
+    lo, hi = study_tools.binomial_ci(20, 20)
+    assert lo == pytest.approx(0.025 ** (1 / 20), rel=1e-9) and hi == 1.0
+    lo, hi = study_tools.binomial_ci(0, 20)
+    assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 20), rel=1e-9)
+
+
+def test_improvement_is_the_statistic_of_test_modulation():
+    X, Y, Z = mics.simulate(
+        n_samples=600, n_source=8, n_target=6, n_modulators=2, rank=2, n_channels=1,
+        random_state=3,
+    )[:3]  # fmt: skip
+    groups = np.repeat(np.arange(30), 20)
+    est = mics.MICs(rank=2, random_state=0, **study_tools.CHEAP)
+    stat, model = study_tools.improvement(est, X, Y, Z, groups)
+    res = mics.test_modulation(
+        est, X, Y, Z, n_permutations=1, groups=groups, null="trial", verbose=0, random_state=0
+    )
+    assert stat == pytest.approx(res.statistic, rel=1e-10, abs=1e-12)
+    assert model.n_channels_ == res.n_channels
+
+
+def _check_tests_table(tests):
+    n = tests.n_perm.to_numpy()
+    p = tests.p_value.to_numpy()
+    assert np.all((p > 0) & (p <= 1))
+    # p-values live on the grid k / (n_perm + 1), k >= 1
+    k = p * (n + 1)
+    np.testing.assert_allclose(k, np.round(k), atol=1e-9)
+    assert set(tests.analysis) == {"real", "control"}
+
+
+def _check_decomposition(decomp, keys):
+    totals = decomp.groupby(keys).fraction.sum()
+    np.testing.assert_allclose(totals, 1.0, atol=1e-8)
+    assert np.all(decomp.ci_low <= decomp.ci_high)
+
+
+@pytest.mark.slow
+def test_park_study_end_to_end(data_dir, tmp_path):
+    import park2024_state_gating as park
+
+    tests, splits, decomp, summary = park.main(
+        ["--sessions", "2", "--n-perm", "4", "--control-perm", "4", "--n-splits", "2",
+         "--n-boot", "2", "--modulators", "pupil+running", "--n-jobs", "1",
+         "--out", str(tmp_path)]
+    )  # fmt: skip
+    _check_tests_table(tests)
+    ctrl = tests[tests.analysis == "control"]
+    assert len(ctrl) == 2 and np.all(ctrl.modulator_session != ctrl.session)
+    real = tests[tests.analysis == "real"]
+    assert np.all(real.modulator_session == real.session)
+    assert np.all(real.n_source + real.n_target <= 74) and np.all(
+        np.abs(real.n_source - real.n_target) <= 1
+    )
+    np.testing.assert_allclose(real.p_holm_set, study_tools.holm(real.p_value))
+    _check_decomposition(decomp, ["session", "modulators"])
+    # split 0 of the descriptive split table reproduces the tested statistic
+    s0 = splits[splits.split_seed == 0].set_index("session").statistic
+    np.testing.assert_allclose(s0.loc[real.session], real.statistic, rtol=1e-8)
+    s = summary.set_index("quantity")
+    assert s.loc["control_nonsignificant", "value"] == np.sum(ctrl.p_value > 0.05)
+    for name in ("tests.csv", "splits.csv", "sessions.csv", "summary.csv", "README.md"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert (tmp_path / "park2024.png").read_bytes()[:4] == b"\x89PNG"
+    info = pd.read_csv(tmp_path / "sessions.csv")
+    assert list(info.n_trials) == [128, 128]
+
+
+@pytest.mark.slow
+def test_semedo_study_end_to_end(data_dir, tmp_path):
+    import semedo2019_third_population as semedo
+
+    subs, tests, decomp, summary = semedo.main(
+        ["--n-perm", "4", "--control-perm", "4", "--n-controls", "2", "--n-boot", "2",
+         "--n-jobs", "1", "--out", str(tmp_path)]
+    )  # fmt: skip
+    _check_tests_table(tests)
+    assert list(tests.modulator) == ["V1 held-out", "time-reversed", "trial-permuted 1"]
+    _check_decomposition(decomp, ["n_channels_fitted"])
+    # the paper's central result with trial-blocked 10-fold CV: fewer predictive
+    # dimensions V1 -> V2 than V1 -> V1 (ranks 2 and 5 on this sample)
+    rank = subs[subs.selected].set_index("target")["rank"]
+    assert (rank["V2"], rank["V1"]) == (2, 5)
+    assert np.all(subs.groupby("target").selected.sum() == 1)
+    assert (tmp_path / "semedo2019.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_semedo_controls_keep_trials_whole():
+    import semedo2019_third_population as semedo
+
+    Z = np.arange(semedo.N_TRIALS * semedo.N_BINS, dtype=float)[:, None]
+    Zp = semedo.trial_permuted(Z, 1).reshape(semedo.N_TRIALS, semedo.N_BINS)
+    # every permuted trial is one original trial, in its own time order
+    starts = Zp[:, 0]
+    np.testing.assert_array_equal(Zp, starts[:, None] + np.arange(semedo.N_BINS))
+    assert np.all(starts % semedo.N_BINS == 0)
+    assert sorted(starts) == list(Z[:: semedo.N_BINS, 0]) and not np.all(np.diff(starts) > 0)
