@@ -32,7 +32,8 @@ Writes ``results/park2024/``: ``sessions.csv``, ``tests.csv``, ``splits.csv``,
 
 Usage::
 
-    python studies/park2024_state_gating.py                # full study
+    python studies/park2024_state_gating.py                # full study (resumes from
+                                                           # results/park2024/cache)
     python studies/park2024_state_gating.py --sessions 1 --n-perm 9 --control-perm 9 \
         --n-splits 2 --n-boot 4 --out /tmp/park            # smoke run
 """
@@ -452,8 +453,20 @@ def main(argv=None):
         ]
     ]
     rows, nulls, decomp = [], {}, []
+    # Each finished test is kept in out/cache, so an interrupted study resumes
+    # where it stopped (and `--sessions N` can summarise the first N sessions).
+    cache = out / "cache"
+    cache.mkdir(exist_ok=True)
     for sess, donor, modset, n_perm in tqdm(jobs, desc="tests (session x modulators)"):
-        row, null, dec = run_test(sess, donor, modset, n_perm, args.n_boot, args.n_jobs, args.seed)
+        key = f"{sess['session']}_{donor['session']}_{modset}_{n_perm}_{args.n_boot}_{args.seed}"
+        path = cache / f"{key}.pkl"
+        if path.exists():
+            row, null, dec = pd.read_pickle(path)
+        else:
+            row, null, dec = run_test(
+                sess, donor, modset, n_perm, args.n_boot, args.n_jobs, args.seed
+            )
+            pd.to_pickle((row, null, dec), path)
         rows.append(row)
         nulls[(row["session"], modset, row["analysis"])] = null
         decomp += dec
