@@ -294,7 +294,8 @@ def figure(tests, decomp, path):
         for part in PARTS:
             ax.bar(range(len(piv)), piv[part], bottom=bottom, label=part)
             bottom += piv[part].to_numpy()
-        labels = [f"{m[:5]} {s.split('_')[1]}" for m, s in piv.index]
+        short = {"pupil": "P", "running": "R", "pupil+running": "P+R"}
+        labels = [f"{short[m]} {s.split('_')[1]}" for m, s in piv.index]
         ax.set_xticks(range(len(piv)), labels, rotation=90, fontsize=6)
         ax.set_ylabel("fraction of modulation tensor energy")
         ax.set_title("decomposition (descriptive unless significant)")
