@@ -444,10 +444,11 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sessions = load_sessions(tools.data_dir(), args.sessions)
+    # Modulator-set major: an interrupted run leaves whole sets finished in the cache.
     jobs = [
         (sess, donor, modset, n_perm)
-        for i, sess in enumerate(sessions)
         for modset in args.modulators
+        for i, sess in enumerate(sessions)
         for donor, n_perm in [
             (sess, args.n_perm),
             (sessions[(i + 1) % len(sessions)], args.control_perm),

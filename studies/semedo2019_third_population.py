@@ -289,11 +289,19 @@ def main(argv=None):
         (f"trial-permuted {k}", trial_permuted(Z, k), None, 0) for k in range(1, args.n_controls)
     ]
     rows, decomp, real_null = [], [], None
+    # Each finished test is kept in out/cache, so an interrupted study resumes.
+    cache = out / "cache"
+    cache.mkdir(exist_ok=True)
     for label, Zc, n_perm, n_boot in tqdm(cases, desc="tests"):
-        row, null, dec = run_test(
-            X, Y_V2, Zc, groups, label, n_perm or args.control_perm, n_boot, args.n_jobs,
-            args.seed,
-        )  # fmt: skip
+        n_perm = n_perm or args.control_perm
+        path = cache / f"{label.replace(' ', '_')}_{args.n_pcs}_{n_perm}_{n_boot}_{args.seed}.pkl"
+        if path.exists():
+            row, null, dec = pd.read_pickle(path)
+        else:
+            row, null, dec = run_test(
+                X, Y_V2, Zc, groups, label, n_perm, n_boot, args.n_jobs, args.seed
+            )
+            pd.to_pickle((row, null, dec), path)
         rows.append(row)
         decomp += dec
         if real_null is None:
