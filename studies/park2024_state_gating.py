@@ -314,7 +314,8 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
         f"({len(real.session.unique())} sessions, {args.n_perm} trial permutations per test, "
         f"{args.control_perm} per control, {args.n_boot} trial bootstraps, "
         f"{args.n_splits} random splits; run time {seconds / 60:.1f} min with "
-        f"n_jobs={args.n_jobs}). Every number below is in the CSV tables beside this file.",
+        f"n_jobs={args.n_jobs}, {args.cached} of {len(tests)} tests read from the cache of an "
+        "earlier run). Every number below is in the CSV tables beside this file.",
         "",
         "Method: condition-mean residuals (grating direction x time in trial); neurons split "
         "at random into source and target halves (the files carry no depth or position); "
@@ -436,6 +437,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(tools.ROOT / "results" / "park2024"))
     args = parser.parse_args(argv)
+    args.cached = 0  # tests read from the cache of an earlier run (not re-timed)
     if args.sessions is not None and args.sessions < 2:
         parser.error("--sessions must be >= 2 (the control borrows another session's modulator)")
     # The capped fits warn about convergence in every worker process.
@@ -464,6 +466,7 @@ def main(argv=None):
         path = cache / f"{key}.pkl"
         if path.exists():
             row, null, dec = pd.read_pickle(path)
+            args.cached += 1
         else:
             row, null, dec = run_test(
                 sess, donor, modset, n_perm, args.n_boot, args.n_jobs, args.seed
