@@ -212,6 +212,12 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds):
             "Modulation detected at 0.05."
             if real.p_value <= ALPHA
             else "No modulation detected at 0.05 (a negative result)."
+        )
+        + (
+            " The one-SEM rule still keeps K = 0: the gain of a channel model is small "
+            "compared with its fold-to-fold spread, though larger than under every permutation."
+            if real.p_value <= ALPHA and real.n_channels == 0
+            else ""
         ),
         f"- Negative controls (time-reversed and trial-permuted modulator): non-significant "
         f"in {int(s.loc['control_nonsignificant', 'value'])}/"
@@ -237,6 +243,12 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds):
         "## Limits",
         "",
         "- One recording (one animal, one array); 400 trials of 10 bins.",
+        "- The modulator (held-out V1) is simultaneous with and correlated to the source "
+        "(V1): a product of source and modulator is then partly a nonlinear function of the "
+        "source alone, which the trial null also destroys. A significant test says V2 "
+        "depends on the same-trial pairing of V1 source and held-out V1 activity beyond "
+        "additive terms; it cannot by itself separate gating by the held-out neurons from "
+        "a nonlinear V1 -> V2 mapping.",
         f"- The modulator is reduced to {args.n_pcs} principal components for cost; gating "
         "carried by lower-variance V1 dimensions is not tested.",
         "- The estimator is capped (cv=5, at most 2 channels, one start, 50 sweeps): the "
