@@ -328,6 +328,14 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
         "## Findings",
         "",
     ]
+    n_run = len(real.session.unique())
+    if n_run < args.n_available or len(args.modulators) < len(MODULATORS):
+        lines += [
+            f"**Partial run: {n_run} of the {args.n_available} sessions and the modulator "
+            f"sets {', '.join(args.modulators)} only.** Rerunning the full command resumes "
+            "from the cache and completes the study.",
+            "",
+        ]
 
     def count(q):
         return f"{int(s.loc[q, 'value'])}/{int(s.loc[q, 'n'])}"
@@ -449,6 +457,7 @@ def main(argv=None):
     # sessions, so `--sessions N` runs the same tests as the first N of a full run.
     donors = load_sessions(tools.data_dir())
     sessions = donors[: args.sessions]
+    args.n_available = len(donors)
     # Modulator-set major: an interrupted run leaves whole sets finished in the cache.
     jobs = [
         (sess, donor, modset, n_perm)
