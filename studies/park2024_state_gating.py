@@ -231,13 +231,12 @@ def summarize(tests, nulls):
     )
     ctrl = tests[tests.analysis == "control"]
     k = int(np.sum(ctrl.p_value > ALPHA))
-    lo, hi = tools.binomial_ci(k, len(ctrl))
     rows.append(
         dict(
             quantity="control_nonsignificant",
             value=k,
             n=len(ctrl),
-            detail=f"fraction {k / max(len(ctrl), 1):.3f}, 95% CP [{lo:.3f}, {hi:.3f}]",
+            detail=tools.control_detail(k, len(ctrl)),
         )
     )
     return pd.DataFrame(rows)

@@ -325,7 +325,6 @@ def main(argv=None):
     decomp = pd.DataFrame(decomp)
     ctrl = tests[tests.analysis == "control"]
     k = int(np.sum(ctrl.p_value > ALPHA))
-    lo, hi = tools.binomial_ci(k, len(ctrl))
     real = tests.iloc[0]
     rank = subs[subs.selected].set_index("target")["rank"]
     summary = pd.DataFrame(
@@ -338,7 +337,7 @@ def main(argv=None):
                 "control_nonsignificant",
                 k,
                 len(ctrl),
-                f"fraction {k / len(ctrl):.3f}, 95% CP [{lo:.3f}, {hi:.3f}]",
+                tools.control_detail(k, len(ctrl)),
             ),
         ],
         columns=["quantity", "value", "n", "detail"],

@@ -68,6 +68,18 @@ def binomial_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]
     return float(ci.low), float(ci.high)
 
 
+def control_detail(n_nonsignificant: int, n: int, alpha: float = 0.05) -> str:
+    """Fraction of non-significant controls, its Clopper-Pearson CI, and how likely
+    that many significant ones are for an exact test (rate ``alpha``)."""
+    lo, hi = binomial_ci(n_nonsignificant, n)
+    k_sig = n - n_nonsignificant
+    p_excess = stats.binomtest(k_sig, n, alpha, alternative="greater").pvalue if n else np.nan
+    return (
+        f"fraction {n_nonsignificant / max(n, 1):.3f}, 95% CP [{lo:.3f}, {hi:.3f}]; "
+        f"P(>= {k_sig} significant | exact {alpha} test) = {p_excess:.3f}"
+    )
+
+
 def sum_test(observed, nulls) -> float:
     """Permutation p-value of the sum of per-unit statistics across independent units.
 
