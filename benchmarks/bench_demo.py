@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _baseline import extract_v01
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: (name, package source, demo arguments); the output folder is appended.
@@ -43,10 +45,7 @@ VARIANTS = (
 
 
 def _v01_tree(folder):
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "v0.1", "mics"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    extract_v01(folder)
     return folder
 
 

@@ -41,6 +41,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _baseline import extract_v01
+
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = {
     "large": dict(T=20000, p=300, q=100, m=3),
@@ -128,10 +130,7 @@ def main(argv=None):
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", "v0.1", "mics"], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        extract_v01(tmp)
         for size in args.sizes:
             res = {}
             for version, path, shifts in (

@@ -50,6 +50,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _baseline import extract_v01
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "population"
@@ -316,10 +317,7 @@ def part_ratio(args):
         _write("ratio", lines)  # partial results survive a slow v0.1 run
     lines.append(f"time ratio m=100 / m=3: {new[100]['seconds'] / new[3]['seconds']:.1f}x")
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", "v0.1", "mics"], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        extract_v01(tmp)
         old3 = run("select", pythonpath=tmp, m=3, seed=args.seed)
         lines.append(f"v0.1, m=3: {old3}")
         _write("ratio", lines)
