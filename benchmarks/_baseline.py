@@ -24,10 +24,15 @@ def v01_ref(root=ROOT):
     return V01_TAG if tag.returncode == 0 else V01_COMMIT
 
 
-def extract_v01(dest, root=ROOT):
-    """Write v0.1's ``mics`` package under ``dest`` (``dest/mics``) and return ``dest``."""
+def extract_ref(ref, dest, root=ROOT):
+    """Write the ``mics`` package of git ``ref`` under ``dest/mics`` and return ``dest``."""
     archive = subprocess.run(
-        ["git", "-C", str(root), "archive", v01_ref(root), "mics"], capture_output=True, check=True
+        ["git", "-C", str(root), "archive", ref, "mics"], capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest
+
+
+def extract_v01(dest, root=ROOT):
+    """Write v0.1's ``mics`` package under ``dest`` (``dest/mics``) and return ``dest``."""
+    return extract_ref(v01_ref(root), dest, root)

@@ -29,6 +29,7 @@ Usage::
 
     python benchmarks/bench_speed.py --sizes small --shifts 19
     python benchmarks/bench_speed.py --out results/speed
+    python benchmarks/bench_speed.py --previous e3b73a2   # also an earlier commit
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _baseline import extract_v01
+from _baseline import extract_ref, extract_v01
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = {
@@ -125,18 +126,25 @@ def main(argv=None):
     parser.add_argument("--shifts", type=int, default=19, help="shifts timed, new code")
     parser.add_argument("--old-shifts", type=int, default=3, help="shifts timed, v0.1")
     parser.add_argument("--parts", nargs="+", default=["moments", "fixed", "fit", "test"])
+    parser.add_argument(
+        "--previous",
+        default=None,
+        help="git ref of an earlier version to time as well (e.g. the previous main)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as tmp_prev:
         extract_v01(tmp)
+        versions = [("v0.1", tmp, args.old_shifts)]
+        if args.previous:
+            extract_ref(args.previous, tmp_prev)
+            versions.append(("previous", tmp_prev, args.shifts))
+        versions.append(("new", ROOT, args.shifts))
         for size in args.sizes:
             res = {}
-            for version, path, shifts in (
-                ("v0.1", tmp, args.old_shifts),
-                ("new", ROOT, args.shifts),
-            ):
+            for version, path, shifts in versions:
                 cfg = dict(
                     SIZES[size],
                     seed=0,
@@ -147,9 +155,18 @@ def main(argv=None):
                 print(size, version, json.dumps(res[version]), flush=True)
             rows.append((size, res))
 
-    lines = ["| size | quantity | v0.1 | new | ratio |", "|---|---|---|---|---|"]
+    prev = bool(args.previous)
+    if prev:
+        lines = [
+            f"| size | quantity | v0.1 | previous ({args.previous}) | new | v0.1/new "
+            "| previous/new |",
+            "|---|---|---|---|---|---|---|",
+        ]
+    else:
+        lines = ["| size | quantity | v0.1 | new | ratio |", "|---|---|---|---|---|"]
     for size, res in rows:
         old, new = res["v0.1"], res["new"]
+        mid = res.get("previous", {})
         for key, label in (
             ("fit", "default fit (s)"),
             ("per_shift", "test, per shift (s)"),
@@ -158,24 +175,20 @@ def main(argv=None):
             ("moments", "moment pass (s)"),
         ):
             if key in old and key in new:
-                lines.append(
-                    f"| {size} | {label} | {old[key]:.2f} | {new[key]:.2f} | "
-                    f"{old[key] / new[key]:.1f}x |"
-                )
+                cells = [f"{old[key]:.2f}"] + ([f"{mid[key]:.2f}"] if prev else [])
+                cells += [f"{new[key]:.2f}", f"{old[key] / new[key]:.1f}x"]
+                cells += [f"{mid[key] / new[key]:.1f}x"] if prev else []
+                lines.append(f"| {size} | {label} | " + " | ".join(cells) + " |")
+        empty = " |" * (2 if prev else 1)  # no ratio for these rows
         if "moments" in new:
-            lines.append(
-                f"| {size} | moment pass / one syrk, new | | "
-                f"{new['moments']:.2f} / {new['syrk']:.2f} | "
-                f"{new['moments'] / new['syrk']:.2f} |"
-            )
-        if "selected" in new:
-            lines.append(
-                f"| {size} | selected (rank, K) | {tuple(old['selected'])} | "
-                f"{tuple(new['selected'])} | |"
-            )
-        lines.append(
-            f"| {size} | load average (v0.1 / new) | {old['load']:.1f} | {new['load']:.1f} | |"
-        )
+            ratio = new["moments"] / new["syrk"]
+            text = f"{new['moments']:.2f} / {new['syrk']:.2f} = {ratio:.2f}"
+            lines.append(f"| {size} | moment pass / one syrk, new | {text} |" + " |" * (1 + prev))
+        for key, label in (("selected", "selected (rank, K)"), ("load", "load average")):
+            if key in new:
+                fmt = (lambda v: str(tuple(v))) if key == "selected" else (lambda v: f"{v:.1f}")
+                cells = [fmt(old[key])] + ([fmt(mid[key])] if prev else []) + [fmt(new[key])]
+                lines.append(f"| {size} | {label} | " + " | ".join(cells) + " |" + empty)
     table = "\n".join(lines)
     print(table)
     if args.out:

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
+from threadpoolctl import ThreadpoolController
 
-__all__ = ["canonical_signs", "solve_psd", "orthonormal_svd"]
+__all__ = ["canonical_signs", "solve_psd", "orthonormal_svd", "single_blas_thread"]
+
+
+@cache
+def _controller():
+    # Built once: ``threadpool_limits(...)`` rescans every loaded library on
+    # each call (about 4 ms), and the fits that need the limit run in their
+    # thousands inside cross-validation and permutation tests. Libraries are
+    # those loaded at the first call (numpy and scipy are, by then).
+    return ThreadpoolController()
+
+
+def single_blas_thread():
+    """Context manager limiting BLAS to one thread (cached library scan).
+
+    The ALS sweeps are many small dense solves: threaded BLAS gains little
+    on them and, on a busy machine, spinning BLAS threads slow them tenfold.
+    Parallelism belongs one level up (folds, permutations: joblib/Dask).
+    """
+    return _controller().limit(limits=1, user_api="blas")
 
 
 def canonical_signs(vectors):

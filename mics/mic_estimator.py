@@ -9,9 +9,9 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_limits
 
 from mics._labels import unwrap, wrap_matrix, wrap_patterns, wrap_timeseries
+from mics._linalg import single_blas_thread
 from mics._validation import (
     check_count,
     check_folds,
@@ -262,7 +262,7 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         )
         self._set_scales(scales)
         result, cm = restore_fit(result, scales), scales.restore_moments(cm, interaction=False)
-        with threadpool_limits(limits=1, user_api="blas"):  # small SVDs, see fit_mic_model
+        with single_blas_thread():  # small SVDs, see fit_mic_model
             self._store(result, cm, rank)
         self._finish(y_1d)
         return self._label_outputs()

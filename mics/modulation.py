@@ -27,9 +27,8 @@ from functools import partial
 import numpy as np
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import threadpool_limits
 
-from mics._linalg import canonical_signs, solve_psd
+from mics._linalg import canonical_signs, single_blas_thread, solve_psd
 from mics.weighted_grams import WeightedGrams
 
 __all__ = ["MomentOperator", "DataOperator", "MICFit", "fit_mic_model", "canonical_channels"]
@@ -577,7 +576,7 @@ def fit_mic_model(
     # The sweeps are many small dense solves: threaded BLAS gains little on
     # them and, on a busy machine, spinning BLAS threads slow them tenfold.
     # Parallelism belongs one level up (folds, permutations: joblib/Dask).
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_blas_thread():
         return _fit_mic_model(
             op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start
         )
