@@ -183,7 +183,8 @@ def main(argv=None):
         if "moments" in new:
             ratio = new["moments"] / new["syrk"]
             text = f"{new['moments']:.2f} / {new['syrk']:.2f} = {ratio:.2f}"
-            lines.append(f"| {size} | moment pass / one syrk, new | {text} |" + " |" * (1 + prev))
+            pad = " |" * (4 if prev else 2)
+            lines.append(f"| {size} | moment pass / one syrk, new | {text} |" + pad)
         for key, label in (("selected", "selected (rank, K)"), ("load", "load average")):
             if key in new:
                 fmt = (lambda v: str(tuple(v))) if key == "selected" else (lambda v: f"{v:.1f}")

@@ -41,10 +41,12 @@ def main(argv=None):
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--old-label", default="v0.1", help="name of OLD in the output")
     args = parser.parse_args(argv)
     old, new = read(args.old), read(args.new)
     common = sorted(set(old) & set(new))
-    lines = [f"v0.1: {args.old}  new: {args.new}", ""]
+    label = args.old_label
+    lines = [f"{label}: {args.old}  new: {args.new}", ""]
 
     sel = [k for k in common if k[0].endswith("_selection")]
     same = [
@@ -56,7 +58,7 @@ def main(argv=None):
     for k in sel:
         if k not in same:
             lines.append(
-                f"  differs {k}: v0.1 ({old[k]['rank']},{old[k]['n_channels']}) "
+                f"  differs {k}: {label} ({old[k]['rank']},{old[k]['n_channels']}) "
                 f"new ({new[k]['rank']},{new[k]['n_channels']})"
             )
     nulls = [k for k in common if k[0] == "i_null_test"]
@@ -71,14 +73,14 @@ def main(argv=None):
             f"max |diff| {np.max(np.abs(po - pn)):.3f}, "
             f"Spearman {stats.spearmanr(po, pn)[0]:.3f}"
         )
-        lines.append(f"FPR at 0.05 on these seeds: v0.1 {fpr(po)}   new {fpr(pn)}")
+        lines.append(f"FPR at 0.05 on these seeds: {label} {fpr(po)}   new {fpr(pn)}")
     all_new = [float(r["p_value"]) for (part, _), r in new.items() if part == "i_null_test"]
     all_old = [float(r["p_value"]) for (part, _), r in old.items() if part == "i_null_test"]
-    lines.append(f"FPR at 0.05, all seeds run: v0.1 {fpr(all_old)}   new {fpr(all_new)}")
+    lines.append(f"FPR at 0.05, all seeds run: {label} {fpr(all_old)}   new {fpr(all_new)}")
     for k in [k for k in common if k[0] == "iii_signal_test"]:
         lines.append(
-            f"power seed {k[1]}: p v0.1 {float(old[k]['p_value']):.4f} new "
-            f"{float(new[k]['p_value']):.4f}; z v0.1 {float(old[k]['z_score']):.1f} "
+            f"power seed {k[1]}: p {label} {float(old[k]['p_value']):.4f} new "
+            f"{float(new[k]['p_value']):.4f}; z {label} {float(old[k]['z_score']):.1f} "
             f"new {float(new[k]['z_score']):.1f}"
         )
     text = "\n".join(lines)
