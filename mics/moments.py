@@ -240,4 +240,3 @@ def _interaction_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size=None):
     G = np.ascontiguousarray(S[:d, :d].reshape(mt, pt, mt, pt).transpose(1, 0, 3, 2))
     Gy = np.ascontiguousarray(S[:d, d:].reshape(mt, pt, q).transpose(1, 0, 2))
     return G, Gy, np.ascontiguousarray(S[d:, d:])
-
