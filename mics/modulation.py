@@ -573,10 +573,7 @@ def fit_mic_model(
     -------
     MICFit
     """
-    # The sweeps are many small dense solves: threaded BLAS gains little on
-    # them and, on a busy machine, spinning BLAS threads slow them tenfold.
-    # Parallelism belongs one level up (folds, permutations: joblib/Dask).
-    with single_blas_thread():
+    with single_blas_thread():  # many small dense solves: see its docstring
         return _fit_mic_model(
             op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start
         )

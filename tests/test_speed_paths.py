@@ -179,15 +179,31 @@ def test_cv_tolerance_keeps_the_channel_curve(monkeypatch, K):
     over-specified candidates that the tolerance is for.
     """
     import mics
-    from mics import selection
+    from mics import modulation, selection
 
+    calls, cv_tol = [], selection._CV_TOL
+    fit_mic_model_ = modulation.fit_mic_model
+
+    def recording_fit(*args, **kw):
+        fit = fit_mic_model_(*args, **kw)
+        calls.append((kw["tol"], fit.n_iter))
+        return fit
+
+    # _channel_path imports fit_mic_model at call time: only fold fits are recorded
+    monkeypatch.setattr(modulation, "fit_mic_model", recording_fit)
     X, Y, Z, _ = make_mic_data(T=1200, p=20, q=15, m=3, K=K, seed=11)
     est = mics.MICs(rank=3, cv=5, max_channels=3, n_init=0, random_state=0, verbose=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loose = mics.MICs(**est.get_params()).fit(X, Y, Z)
+        loose_calls, calls[:] = list(calls), []
         monkeypatch.setattr(selection, "_CV_TOL", 0.0)
         tight = mics.MICs(**est.get_params()).fit(X, Y, Z)
+    # every fold fit (5 folds x K = 0..3) ran at the CV tolerance, and it saved sweeps
+    assert len(loose_calls) == len(calls) == 20
+    assert {t for t, _ in loose_calls} == {max(est.tol, cv_tol)}
+    assert {t for t, _ in calls} == {est.tol}
+    assert sum(n for _, n in loose_calls) < sum(n for _, n in calls)
     a, b = loose.cv_results_, tight.cv_results_
     assert loose.n_channels_ == tight.n_channels_ == K
     diff = np.abs(a["n_channels_mean_loss"] - b["n_channels_mean_loss"])
