@@ -69,6 +69,13 @@ def _coords_along(da: xr.DataArray, dim: str) -> dict[str, np.ndarray]:
     }
 
 
+def _values(data: xr.DataArray) -> Any:
+    """The values of a DataArray: a Dask array stays lazy (chunked inputs), else NumPy."""
+    from mics.chunked import is_chunked
+
+    return data.data if is_chunked(data) else np.asarray(data.values)
+
+
 def unwrap(data: Any, name: str, *, time_dim: str = "time") -> tuple[Any, LabelInfo | None]:
     """Strip labels from an input, keeping what is needed to put them back.
 
@@ -122,7 +129,7 @@ def unwrap(data: Any, name: str, *, time_dim: str = "time") -> tuple[Any, LabelI
         # A single modulator (running speed, pupil): one column named after the variable.
         feature_dim = "feature"
         features = np.asarray([data.name if data.name is not None else name])
-        array = np.asarray(data.values).reshape(-1, 1)
+        array = _values(data).reshape(-1, 1)
         feature_coords: dict[str, np.ndarray] = {}
     else:
         feature_dim = str(next(d for d in data.dims if d != time_dim))
@@ -132,7 +139,7 @@ def unwrap(data: Any, name: str, *, time_dim: str = "time") -> tuple[Any, LabelI
             if feature_dim in data.coords
             else np.arange(data.sizes[feature_dim])
         )
-        array = np.asarray(data.values)
+        array = _values(data)
         feature_coords = _coords_along(data, feature_dim)
     _check_labels(name, time_dim, time, feature_dim, features, data)
     info = LabelInfo(

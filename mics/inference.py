@@ -93,6 +93,49 @@ def _improvement(estimator, X, Y, Z, groups=None):
     return float(loss[0] - np.min(loss[1:])), model
 
 
+def _lazy_data(X, Y, Z):
+    """Chunked inputs as aligned Dask arrays (labels dropped; Z always 2-D)."""
+    from mics._labels import unwrap
+    from mics.chunked import lazy_inputs
+
+    X, Y, Z = (unwrap(a, name)[0] for a, name in ((X, "X"), (Y, "Y"), (Z, "Z")))
+    X, Y, Z, _ = lazy_inputs(X, Y, Z)
+    return X, Y, Z
+
+
+def _roll_lazy(Z, shift, axis=0):
+    import dask.array as da
+
+    return da.roll(Z, int(shift), axis=axis)
+
+
+def _improvement_from_moments(estimator, moments):
+    """:func:`_improvement` of one data set given its fold moments (a Dask task)."""
+    model = clone(estimator).set_params(n_channels=None, verbose=0, n_jobs=1)
+    total, folds = moments
+    model._fit_raw_moments(total, folds, False)
+    loss = model.cv_results_["n_channels_mean_loss"]
+    return float(loss[0] - np.min(loss[1:])), None
+
+
+def _chunked_nulls(fixed, X, Y, Z, nulls, groups, n_permutations, n_jobs):
+    """Null statistics of chunked data: per shifted data set, one Dask graph
+    (its fold moments, then the selection as a task on them)."""
+    import dask
+
+    from mics.chunked import compute_in_batches, default_batch, fold_moments_delayed
+    from mics.parallel import _first_block_shifts
+    from mics.trials import cv_splits
+
+    splits = cv_splits(fixed.cv, X.shape[0], gap=fixed.gap, groups=groups)
+    # One set of shifts for every null data set: the shifted modulator has
+    # the same columns, and the moments are centred exactly afterwards.
+    shifts = _first_block_shifts(X, Y, Z)
+    task = dask.delayed(_improvement_from_moments, pure=True)
+    tasks = (task(fixed, fold_moments_delayed(X, Y, Zs, splits, shifts)) for Zs in nulls)
+    return compute_in_batches(tasks, default_batch(n_jobs), "null data sets", 0)
+
+
 # pytest would collect a module-level function named test_*; say it is not a test.
 def test_modulation(
     estimator,
@@ -166,6 +209,7 @@ def test_modulation(
     -------
     ModulationTest
     """
+    from mics.chunked import any_chunked
     from mics.trials import check_groups, trial_coordinate
 
     rng = check_random_state(random_state)
@@ -176,8 +220,11 @@ def test_modulation(
         groups = trial_coordinate(X, Y, Z)
     if isinstance(conditions, str):
         conditions = _coordinate(conditions, X, Y, Z)
-    X, Y, Z = _check_data(X, Y, Z)
-    Z2 = Z.reshape(len(Z), -1)
+    chunked = any_chunked(X, Y, Z)
+    if chunked:
+        X, Y, Z = _lazy_data(X, Y, Z)
+    else:
+        X, Y, Z = _check_data(X, Y, Z)
     n = X.shape[0]
     groups = check_groups(groups, n)
     null = _check_null(null, groups)
@@ -194,18 +241,24 @@ def test_modulation(
     # large (an anti-conservative test). So the additive effect is removed
     # once, with the real alignment, before anything is shifted (as
     # Freedman & Lane permute under the reduced model).
-    design = np.column_stack([np.ones(n), Z2])
-    Y = np.asarray(Y, dtype=float)
-    Y = Y - design @ np.linalg.lstsq(design, Y, rcond=None)[0]
+    if chunked:
+        from mics.chunked import residualize
+
+        Y = residualize(Y, Z)
+    else:
+        design = np.column_stack([np.ones(n), Z.reshape(n, -1)])
+        Y = np.asarray(Y, dtype=float)
+        Y = Y - design @ np.linalg.lstsq(design, Y, rcond=None)[0]
     observed, model = _improvement(estimator, X, Y, Z, groups)
     res = model.cv_results_
     selected = float(
         res["n_channels_mean_loss"][0] - res["n_channels_mean_loss"][res["n_channels_best_index"]]
     )
     fixed = clone(estimator).set_params(rank=model.rank_)
+    roll = _roll_lazy if chunked else np.roll
     if null == "circular":
         shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
-        nulls = (np.roll(Z, s, axis=0) for s in shifts)
+        nulls = (roll(Z, s, axis=0) for s in shifts)
         perms = None
     else:
         shifts = np.zeros(0, dtype=int)
@@ -213,8 +266,11 @@ def test_modulation(
         starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
         perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
         nulls = (Z[i] for i in idxs)
-    jobs = (delayed(_improvement)(fixed, X, Y, Zs, groups) for Zs in nulls)
-    results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+    if chunked:
+        results = _chunked_nulls(fixed, X, Y, Z, nulls, groups, n_permutations, n_jobs)
+    else:
+        jobs = (delayed(_improvement)(fixed, X, Y, Zs, groups) for Zs in nulls)
+        results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     null_dist = _collect_null(results, observed, n_permutations, stop_after, verbose)
     shifts = shifts[: null_dist.size]
     if perms is not None:
@@ -317,6 +373,30 @@ def _boot_fit(estimator, X, Y, Z, idx, seed, groups=None):
     return m.fit(X[idx], Y[idx], Z[idx], groups=groups)
 
 
+def _boot_from_moments(estimator, moments, seed):
+    """:func:`_boot_fit` given the resample's moments (a Dask task)."""
+    m = clone(estimator).set_params(random_state=seed, verbose=0, n_jobs=1)
+    total, _ = moments
+    return m._fit_raw_moments(total, None, False)
+
+
+def _chunked_boot_fits(fixed, X, Y, Z, draws_idx, seeds, n_jobs, verbose):
+    """Bootstrap fits of chunked data: each resample's moments where the data
+    live, its fit as a task on them (fixed rank and channels need no folds)."""
+    import dask
+
+    from mics.chunked import _rows, compute_in_batches, default_batch, fold_moments_delayed
+    from mics.parallel import _first_block_shifts
+
+    shifts = _first_block_shifts(X, Y, Z)
+    task = dask.delayed(_boot_from_moments, pure=True)
+    tasks = (
+        task(fixed, fold_moments_delayed(*(_rows(a, i) for a in (X, Y, Z)), None, shifts), s)
+        for (i, _), s in zip(draws_idx, seeds, strict=True)
+    )
+    return compute_in_batches(tasks, default_batch(n_jobs), "bootstrap", verbose)
+
+
 def bootstrap_channels(
     model,
     X,
@@ -375,9 +455,12 @@ def bootstrap_channels(
     rng = check_random_state(random_state)
     n_boot = check_count(n_boot, "n_boot", 1)
     check_fraction(confidence, "confidence")
+    from mics.chunked import any_chunked
+
     if groups is None:
         groups = trial_coordinate(X, Y, Z)
-    X, Y, Z = _check_data(X, Y, Z)
+    chunked = any_chunked(X, Y, Z)
+    X, Y, Z = _lazy_data(X, Y, Z) if chunked else _check_data(X, Y, Z)
     n = X.shape[0]
     groups = check_groups(groups, n)
     if groups is None:
@@ -391,18 +474,21 @@ def bootstrap_channels(
     else:
         block_length = None
         draws_idx = [trial_bootstrap_indices(groups, rng) for _ in range(n_boot)]
-    jobs = (
-        delayed(_boot_fit)(fixed, X, Y, Z, i, s, g)
-        for (i, g), s in zip(draws_idx, seeds, strict=True)
-    )
-    fits = list(
-        tqdm(
-            Parallel(n_jobs=n_jobs, return_as="generator")(jobs),
-            total=n_boot,
-            desc="bootstrap",
-            disable=not verbose,
+    if chunked:
+        fits = list(_chunked_boot_fits(fixed, X, Y, Z, draws_idx, seeds, n_jobs, verbose))
+    else:
+        jobs = (
+            delayed(_boot_fit)(fixed, X, Y, Z, i, s, g)
+            for (i, g), s in zip(draws_idx, seeds, strict=True)
         )
-    )
+        fits = list(
+            tqdm(
+                Parallel(n_jobs=n_jobs, return_as="generator")(jobs),
+                total=n_boot,
+                desc="bootstrap",
+                disable=not verbose,
+            )
+        )
     draws = {k: [] for k in ("w", "a", "b", "c", "frac", "total")}
     parts = ("reshape", "private_source", "private_target", "new")
     for f in fits:

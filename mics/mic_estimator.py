@@ -223,8 +223,11 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         y, iy = unwrap(y, "Y")
         Z, iz = unwrap(Z, "Z") if Z is not None else (None, None)
         self._labels = (ix, iy, iz) if any(i is not None for i in (ix, iy, iz)) else None
+        from mics.chunked import any_chunked
         from mics.trials import groups_from_labels
 
+        if any_chunked(X, y, Z):
+            return self._fit_chunked(X, y, Z, groups, ix, iy, iz)
         if Z is None:
             self._fit_without_modulator(X, y, groups, ix, iy)
             return self._label_outputs()
@@ -266,6 +269,161 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             self._store(result, cm, rank)
         self._finish(y_1d)
         return self._label_outputs()
+
+    def _fit_chunked(self, X, y, Z, groups, ix, iy, iz):
+        """Dask (or Dask-backed xarray) inputs: selection and fit from block moments.
+
+        The fold moments come from one pass over the data on the active Dask
+        scheduler (:func:`mics.chunked.fold_moments`); nothing the size of
+        the recording is loaded here.
+        """
+        from mics.chunked import fold_moments, lazy_inputs
+        from mics.trials import cv_splits, groups_from_labels
+
+        if Z is None:
+            raise ValueError(
+                "chunked (Dask) inputs need a modulator Z; without one, compute the "
+                "data or fit a ReducedRankRegression on them."
+            )
+        if y is None:
+            raise ValueError("MICs requires y to be passed, but the target y is None.")
+        X, Y, Z, y_1d = lazy_inputs(X, y, Z)
+        n, p, q, m = X.shape[0], X.shape[1], Y.shape[1], Z.shape[1]
+        if n < 2:
+            raise ValueError(f"at least 2 samples are needed, got {n}.")
+        self._check_params(p, q, m)
+        self._check_chunked_solver(p, q, m)
+        groups = groups_from_labels(groups, ix, iy, iz, n_samples=n)
+        splits = None
+        if self.rank is None or self.n_channels is None:
+            splits = cv_splits(self.cv, n, gap=self.gap, groups=groups)
+        total, folds = fold_moments(X, Y, Z, splits)
+        self._fit_raw_moments(total, folds, y_1d)
+        return self._label_outputs()
+
+    def _check_chunked_solver(self, p, q, m):
+        from mics.moments import moment_nbytes
+
+        if self.solver == "data":
+            raise ValueError(
+                "solver='data' needs the data in memory; chunked (Dask) inputs are fitted "
+                "from their moments (solver='moments' or 'auto')."
+            )
+        need = moment_nbytes(p, m, q)
+        if self.solver == "auto" and need > self.memory_limit:
+            raise ValueError(
+                f"the interaction moments of p={p}, m={m} take {need / 1e9:.1f} GB, more than "
+                f"memory_limit={self.memory_limit:.3g} bytes, and chunked inputs are fitted "
+                "from moments only: raise memory_limit, or load the data (solver='data')."
+            )
+        self.solver_ = "moments"
+
+    def fit_moments(self, moments, y_1d=False):
+        """Fit from raw moments alone; the result is a full estimator.
+
+        Parameters
+        ----------
+        moments : RawMoments or sequence of RawMoments
+            From :func:`mics.moments.compute_moments` or
+            :func:`mics.parallel.moments_from_dask` (``interaction=True``).
+            One set of moments fits fixed ``rank`` and ``n_channels``. A
+            sequence holds the moments of consecutive blocks of the
+            recording (time blocks, trials, sessions) accumulated around the
+            same shifts: they are summed for the fit, and with ``rank`` or
+            ``n_channels`` None each block is held out in turn to select
+            them (leave-one-block-out cross-validation, the one-SEM rule).
+        y_1d : bool, default=False
+            Predict a 1-D target (the moments' target has one column).
+
+        Returns
+        -------
+        self
+            Fitted as by :meth:`fit` on the data the moments summarise
+            (predict, score, decompose, plotting and saving all work).
+        """
+        from mics.moments import RawMoments
+
+        blocks = [moments] if isinstance(moments, RawMoments) else list(moments)
+        if not blocks or not all(isinstance(b, RawMoments) for b in blocks):
+            raise TypeError(
+                "moments must be RawMoments (interaction=True) or a sequence of them, got "
+                f"{type(moments).__name__}."
+            )
+        total = blocks[0]
+        for b in blocks[1:]:
+            total = total + b
+        p, m, q = total.G.shape[0] - 1, total.G.shape[1] - 1, total.Gy.shape[2]
+        if p and m and total.n and not np.any(total.G[1:, 1:, 1:, 1:]):
+            raise ValueError(
+                "these moments hold no interaction terms (computed with interaction=False); "
+                "recompute them with interaction=True."
+            )
+        self._check_params(p, q, m)
+        folds = None
+        if self.rank is None or self.n_channels is None:
+            if len(blocks) < 2:
+                raise ValueError(
+                    "selecting rank or n_channels needs the moments of at least two blocks "
+                    "(each is held out in turn); pass a list of block moments or fix both."
+                )
+            folds = [(None, None, b, b) for b in blocks]
+        self.solver_ = "moments"
+        self._labels = None
+        self._fit_raw_moments(total, folds, bool(y_1d))
+        return self
+
+    def _fit_raw_moments(self, total, folds, y_1d):
+        """Select (when folds are given) and fit from raw moments in the user's units.
+
+        Mirrors :meth:`fit`: the scales come from the moments, every moment
+        is mapped to standard units exactly, and the random draws follow the
+        same order, so the fit equals ``fit`` on the data to rounding.
+        """
+        from mics.selection import select_from_moments
+
+        p, q = total.G.shape[0] - 1, total.Gy.shape[2]
+        self.solver_ = "moments"
+        if total.n < 2:
+            raise ValueError(f"at least 2 samples are needed, got {total.n}.")
+        if y_1d and q != 1:
+            raise ValueError(f"y_1d needs a single target column, the moments have {q}.")
+        self.n_features_in_ = p
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        rng = check_random_state(self.random_state)
+        scales = InputScales.from_moments(total.centered())
+
+        def standard(raw):
+            return raw.scaled(1 / scales.source, 1 / scales.modulator, 1 / scales.target)
+
+        total = standard(total)
+        if folds is not None:
+            folds = [
+                (tr, te, standard(t), standard(e) if e is not t else None)
+                for tr, te, t, e in folds
+            ]
+            folds = [(tr, te, t, t if e is None else e) for tr, te, t, e in folds]
+            rank, n_channels, self.cv_results_ = select_from_moments(self, total, folds, rng)
+        else:
+            rank, n_channels = int(self.rank), int(self.n_channels)
+        cm = total.centered()
+        op = MomentOperator(cm)
+        result = fit_mic_model(
+            op,
+            rank,
+            n_channels,
+            **self._penalties(op),
+            n_init=self.n_init,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            random_state=rng.randint(np.iinfo(np.int32).max),
+        )
+        self._set_scales(scales)
+        result, cm = restore_fit(result, scales), scales.restore_moments(cm, interaction=False)
+        with single_blas_thread():
+            self._store(result, cm, rank)
+        self._finish(y_1d)
+        return self
 
     def _label_outputs(self):
         """Re-wrap patterns and coefficients with the inputs' neuron ids."""

@@ -89,6 +89,36 @@ class RawMoments:
             self.Syy - other.Syy,
         )
 
+    def scaled(self, x_scale, z_scale, y_scale):
+        """Raw moments of ``(x_scale X, Z diag(z_scale), y_scale Y)`` (exact).
+
+        Scaling is a diagonal change of basis on each mode of ``u = kron([1,
+        x], [1, z])``, so it commutes with sums over blocks and with
+        centring: the moments of standardised data follow from those of the
+        raw data without another pass.
+
+        Parameters
+        ----------
+        x_scale, y_scale : float
+        z_scale : ndarray of shape (m,)
+
+        Returns
+        -------
+        RawMoments
+        """
+        fx = np.r_[1.0, np.full(self.x_shift.shape, float(x_scale))]
+        fz = np.r_[1.0, np.broadcast_to(np.asarray(z_scale, dtype=float), self.z_shift.shape)]
+        fu = fx[:, None] * fz[None, :]
+        return RawMoments(
+            self.n,
+            self.x_shift * fx[1:],
+            self.z_shift * fz[1:],
+            self.y_shift * y_scale,
+            self.G * (fu[:, :, None, None] * fu[None, None, :, :]),
+            self.Gy * (fu[:, :, None] * y_scale),
+            self.Syy * y_scale**2,
+        )
+
     def centered(self):
         """Scatter matrices centred at these samples' own means (exact)."""
         n = self.n

@@ -17,6 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold, check_cv
 
 from mics._linalg import single_blas_thread
+from mics.linear_moments import RawLinearMoments
 from mics.reduced_rank import fit_reduced_rank
 from mics.scoring import normalized_squared_error, one_sem_rule
 
@@ -26,6 +27,7 @@ __all__ = [
     "cross_validate_reduced_rank",
     "heldout_loss",
     "select_mic_model",
+    "select_from_moments",
 ]
 
 _CV_MAX_ITER = 50
@@ -359,19 +361,46 @@ def select_mic_model(estimator, X, Y, Z, rng, groups=None):
     total : RawMoments
         Moments of all samples, for the final fit.
     """
-    n, p = X.shape
-    q, m = Y.shape[1], Z.shape[1]
     from mics.trials import cv_splits
+
+    n = X.shape[0]
 
     splits = cv_splits(estimator.cv, n, gap=estimator.gap, groups=groups)
     interaction = estimator.solver_ == "moments"
     total, folds = _fold_moments(X, Y, Z, splits, interaction)
-    data = (X, Y, Z)
+    rank, n_channels, results = select_from_moments(estimator, total, folds, rng, (X, Y, Z))
+    return rank, n_channels, results, total
+
+
+def select_from_moments(estimator, total, folds, rng, data=None):
+    """The hierarchical selection of :func:`select_mic_model`, given fold moments.
+
+    Parameters
+    ----------
+    estimator : MICs
+    total : RawMoments
+        Moments of all samples (standardised units).
+    folds : list of (train, test, test_moments, excluded_moments)
+        Per fold: index arrays (used by the data solver only; None on the
+        moment solver) and the raw moments of the held-out block and of
+        everything the training set excludes (held-out block plus gap).
+    rng : RandomState
+        Draws the fold fits' seeds (as :func:`select_mic_model`).
+    data : tuple of (X, Y, Z), optional
+        The standardised data, for the data solver.
+
+    Returns
+    -------
+    rank, n_channels, cv_results
+    """
+    if isinstance(total, RawLinearMoments):
+        p, m, q = total.x_shift.size, total.z_shift.size, total.y_shift.size
+    else:
+        p, m, q = total.G.shape[0] - 1, total.G.shape[1] - 1, total.Gy.shape[2]
     # Set once, before any worker thread starts: the fold fits are small dense
     # solves (see fit_mic_model), and per-thread limits would race.
     with single_blas_thread():
-        rank, n_channels, results = _select(estimator, total, folds, data, rng, p, q, m)
-    return rank, n_channels, results, total
+        return _select(estimator, total, folds, data, rng, p, q, m)
 
 
 def _select(estimator, total, folds, data, rng, p, q, m):

@@ -1,0 +1,216 @@
+"""Chunked (Dask) inputs: selection, tests and bootstraps from block moments.
+
+Every fit of the moment solver needs only sums over time (see
+:mod:`mics.moments`), and so does scoring a fold: the moments of a training
+set are "total minus the held-out block". A cross-validated selection on a
+Dask array is therefore one pass over the data, block by block where the
+data live, followed by fits on a few megabytes of moments. The modulation
+test and the bootstrap repeat this per shifted or resampled data set; each
+of those becomes one Dask graph (the moment pass of that data set, then the
+fit as a task on its result), so the whole test runs on the active Dask
+scheduler (threads by default, a cluster when a ``distributed.Client``
+exists) and nothing in the driver grows with the recording.
+
+The seeds and the order of every random draw are those of the in-memory
+code, so a chunked run gives the same selection, p-value and intervals as
+the in-memory run with the same ``random_state`` (to rounding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["is_chunked", "fold_moments", "fold_moments_delayed"]
+
+
+def is_chunked(a):
+    """True for a Dask array or an xarray object backed by one."""
+    data = getattr(a, "data", None) if _is_xarray(a) else a
+    return type(data).__module__.split(".")[0] == "dask" and hasattr(data, "chunks")
+
+
+def any_chunked(*arrays):
+    """True when any input is chunked (then every input is treated lazily)."""
+    return any(a is not None and is_chunked(a) for a in arrays)
+
+
+def _is_xarray(a):
+    return type(a).__module__.split(".")[0] == "xarray"
+
+
+def as_dask(a, name):
+    """A 2-D Dask array with one column block (1-D inputs become one column)."""
+    from mics.parallel import _as_dask_2d
+
+    return _as_dask_2d(a, name)
+
+
+def _rows(a, idx):
+    """Rows ``idx`` of a Dask array; a slice when contiguous (no re-chunking)."""
+    idx = np.asarray(idx)
+    if idx.size and np.array_equal(idx, np.arange(idx[0], idx[0] + idx.size)):
+        return a[int(idx[0]) : int(idx[0]) + idx.size]
+    return a[idx]
+
+
+def _empty_like(total):
+    from mics.moments import RawMoments
+
+    return RawMoments(
+        0,
+        total.x_shift,
+        total.z_shift,
+        total.y_shift,
+        np.zeros_like(total.G),
+        np.zeros_like(total.Gy),
+        np.zeros_like(total.Syy),
+    )
+
+
+def _assemble(total, tests, excluded):
+    """(total, folds) with folds as :func:`mics.selection._fold_moments` lays them out."""
+    folds = []
+    for test_m, excl_m in zip(tests, excluded, strict=True):
+        test_m = _empty_like(total) if test_m is None else test_m
+        folds.append((None, None, test_m, test_m if excl_m is None else excl_m))
+    return total, folds
+
+
+def _moments_of(X, Y, Z, idx, shifts):
+    from mics.parallel import _delayed_moments
+
+    if len(idx) == 0:
+        return None
+    return _delayed_moments(_rows(X, idx), _rows(Y, idx), _rows(Z, idx), shifts, True)
+
+
+def fold_moments_delayed(X, Y, Z, splits=None, shifts="first_block"):
+    """One Dask graph for the total moments and every fold's held-out moments.
+
+    Parameters
+    ----------
+    X, Y, Z : dask arrays of shape (n, p), (n, q), (n, m)
+        Row blocks aligned (see :func:`mics.parallel.moments_from_dask`).
+    splits : list of (train, test) index arrays, optional
+        Cross-validation folds; None for the total moments only.
+    shifts : tuple or "first_block"
+        Values subtracted before summing (see ``moments_from_dask``); the
+        first row block's means cost one block.
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        Evaluates to ``(total, folds)``, ``total`` a
+        :class:`~mics.moments.RawMoments` and ``folds`` a list of ``(None,
+        None, test_moments, excluded_moments)`` (excluded = held out plus
+        any gap).
+    """
+    import dask
+
+    from mics.parallel import _aligned, _check_shifts, _delayed_moments, _first_block_shifts
+
+    X, Y, Z = _aligned(X, Y, Z)  # a rolled or resampled modulator has other row blocks
+    p, q, m = X.shape[1], Y.shape[1], Z.shape[1]
+    if isinstance(shifts, str):
+        shifts = _first_block_shifts(X, Y, Z)
+    shifts = _check_shifts(shifts, p, m, q)
+    n = X.shape[0]
+    splits = list(splits or [])
+    tests, excluded = [], []
+    for train, test in splits:
+        test = np.sort(np.asarray(test))
+        tests.append(_moments_of(X, Y, Z, test, shifts))
+        excl = np.setdiff1d(np.arange(n), train, assume_unique=True)
+        excluded.append(None if np.array_equal(excl, test) else _moments_of(X, Y, Z, excl, shifts))
+    covered = np.sort(np.concatenate([t for _, t in splits])) if splits else np.zeros(0)
+    if splits and np.array_equal(covered, np.arange(n)):
+        # held-out blocks partition the samples: one pass over the data in all
+        from mics.parallel import _tree_sum
+
+        total = _tree_sum([t for t in tests if t is not None])
+    else:
+        total = _delayed_moments(X, Y, Z, shifts, True)
+    return dask.delayed(_assemble, pure=True)(total, tests, excluded)
+
+
+def fold_moments(X, Y, Z, splits=None, shifts="first_block"):
+    """:func:`fold_moments_delayed`, computed on the active Dask scheduler."""
+    return fold_moments_delayed(X, Y, Z, splits, shifts).compute()
+
+
+def lazy_inputs(X, Y, Z):
+    """Dask versions of X, Y, Z on X's row blocks; whether Y was 1-D."""
+    from mics.parallel import _aligned
+
+    y_1d = getattr(Y, "ndim", 2) == 1
+    X, Y, Z = _aligned(X, Y, Z)
+    return X, Y, Z, y_1d
+
+
+def residualize(Y, Z):
+    """``Y`` minus its least-squares fit on ``[1, Z]``, lazily (coefficients from moments).
+
+    The in-memory test regresses the additive modulator effect out of the
+    target before shifting; this is the same regression from ``Z^T Z`` and
+    ``Z^T Y`` computed by Dask (memory bounded by a block).
+    """
+    import dask
+
+    z_mean, y_mean = Z.mean(axis=0), Y.mean(axis=0)
+    Zc = Z - z_mean
+    Szz, Szy, z_mean, y_mean = dask.compute(Zc.T @ Zc, Zc.T @ (Y - y_mean), z_mean, y_mean)
+    beta = np.linalg.lstsq(Szz, Szy, rcond=None)[0]
+    return Y - y_mean - (Z - z_mean) @ beta
+
+
+def compute_in_batches(tasks, batch, desc, verbose):
+    """Compute delayed tasks in submission order, a batch at a time.
+
+    A consumer that stops iterating (the sequential test) stops the
+    computation after the current batch.
+
+    Parameters
+    ----------
+    tasks : iterable of dask.delayed.Delayed
+    batch : int
+        Tasks per ``dask.compute`` call (the workers stay busy within a batch).
+    desc : str
+        Progress-bar label.
+    verbose : int
+
+    Yields
+    ------
+    Each task's result, in order.
+    """
+    import dask
+    from tqdm import tqdm
+
+    from mics._linalg import single_blas_thread
+
+    tasks = list(tasks)
+    bar = tqdm(total=len(tasks), desc=desc, disable=not verbose)
+    try:
+        for start in range(0, len(tasks), batch):
+            # A threaded scheduler runs several fits at once in this process:
+            # one BLAS thread each (a cluster's worker processes set their own).
+            with single_blas_thread():
+                results = dask.compute(*tasks[start : start + batch])
+            for r in results:
+                bar.update()
+                yield r
+    finally:
+        bar.close()
+
+
+def default_batch(n_jobs=None):
+    """Tasks per batch: twice the workers (of the active cluster, else ``n_jobs`` or the CPUs)."""
+    import os
+
+    if n_jobs is not None and n_jobs > 0:
+        return 2 * int(n_jobs)
+    try:
+        from distributed import default_client
+
+        return 2 * max(1, len(default_client().scheduler_info()["workers"]))
+    except (ImportError, ValueError):
+        return 2 * (os.cpu_count() or 1)
