@@ -34,6 +34,20 @@ from mics.units import InputScales, restore_fit
 __all__ = ["MICs"]
 
 
+def _is_dataarray(a):
+    return type(a).__name__ == "DataArray"
+
+
+def _centred(a, name, session):
+    """A session's array minus its own column means (finite values checked)."""
+    a = np.asarray(a, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"session {session}: {name} contains NaN or infinity.")
+    if a.shape[0] < 2:
+        raise ValueError(f"session {session}: {name} has fewer than 2 samples.")
+    return a - a.mean(axis=0)
+
+
 class MICs(_CommunicationSubspaceMixin, BaseEstimator):
     """Multiplicative interaction channels: a modulator gating a communication subspace.
 
@@ -270,6 +284,83 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         self._finish(y_1d)
         return self._label_outputs()
 
+    def fit_sessions(self, sessions, groups=None):
+        """Fit one model to several recordings, each centred on its own means.
+
+        Every session's source, target and modulator have their session means
+        subtracted (lazily for Dask inputs), so offsets between sessions
+        (baseline drift of raw fluorescence, a different mean arousal) are
+        not mistaken for covariance; the centred sessions are then fitted as
+        one recording, selection included (contiguous folds of the sessions
+        in their given order; pass ``groups`` for whole trials). The result
+        equals :meth:`fit` on the concatenation of the centred sessions.
+
+        Pooling assumes the columns are the same variables in every session
+        (registered neurons in one order, the same modulators in the same
+        units) and the same communication and channels throughout (see
+        :func:`mics.parallel.moments_from_sessions`). To fit each session on
+        its own, use :func:`mics.parallel.fit_each_session`.
+
+        Parameters
+        ----------
+        sessions : sequence of (X, y, Z)
+            Per session: arrays of shape (n_s, p), (n_s, q) or (n_s,), and
+            (n_s, m) or (n_s,); NumPy, Dask or xarray (labelled inputs need
+            the same neuron ids in every session).
+        groups : array-like of shape (sum of n_s,), optional
+            Trial ids of the concatenated samples (unique across sessions).
+
+        Returns
+        -------
+        self
+            Fitted on the centred data: ``predict`` expects inputs centred
+            on their own session's means. ``session_lengths_`` holds n_s.
+        """
+        from mics.chunked import any_chunked
+
+        sessions = [tuple(s) for s in sessions]
+        if not sessions:
+            raise ValueError("no sessions given.")
+        for i, s in enumerate(sessions):
+            if len(s) != 3 or any(a is None for a in s):
+                raise ValueError(f"session {i} must be an (X, y, Z) triple of arrays.")
+        parts = list(zip(*sessions, strict=True))
+        lengths = []
+        for i, (x, y, z) in enumerate(sessions):
+            n = {len(x), len(y), len(z)}
+            if len(n) > 1:
+                raise ValueError(
+                    f"session {i}: X, y and Z have {len(x)}, {len(y)} and {len(z)} samples; "
+                    "they must share the time axis."
+                )
+            lengths.append(len(x))
+        if any(any_chunked(*s) for s in sessions):
+            import dask.array as da
+
+            from mics.chunked import as_dask
+
+            joined = []
+            for arrays, name in zip(parts, ("X", "y", "Z"), strict=True):
+                cols = [as_dask(unwrap(a, name)[0], name) for a in arrays]
+                cat = da.concatenate([a - a.mean(axis=0) for a in cols], axis=0)
+                one_d = all(getattr(a, "ndim", 2) == 1 for a in arrays)
+                joined.append(cat[:, 0] if one_d else cat)
+        elif all(_is_dataarray(a) for a in parts[0]):
+            import xarray as xr
+
+            joined = [
+                xr.concat([a - a.mean("time") for a in arrays], dim="time", join="exact")
+                for arrays in parts
+            ]
+        else:
+            joined = [
+                np.concatenate([_centred(a, name, i) for i, a in enumerate(arrays)])
+                for arrays, name in zip(parts, ("X", "y", "Z"), strict=True)
+            ]
+        self.fit(*joined, groups=groups)
+        self.session_lengths_ = np.asarray(lengths)
+        return self
+
     def _fit_chunked(self, X, y, Z, groups, ix, iy, iz):
         """Dask (or Dask-backed xarray) inputs: selection and fit from block moments.
 
@@ -343,11 +434,14 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         """
         from mics.moments import RawMoments
 
-        blocks = [moments] if isinstance(moments, RawMoments) else list(moments)
+        blocks = [moments] if isinstance(moments, RawMoments) else moments
+        if not isinstance(blocks, (list, tuple)):
+            blocks = [blocks]
         if not blocks or not all(isinstance(b, RawMoments) for b in blocks):
             raise TypeError(
-                "moments must be RawMoments (interaction=True) or a sequence of them, got "
-                f"{type(moments).__name__}."
+                "moments must be RawMoments (interaction=True) or a list of them, got "
+                f"{type(moments).__name__}; linear moments (interaction=False) cannot fit "
+                "channels."
             )
         total = blocks[0]
         for b in blocks[1:]:

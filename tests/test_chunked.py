@@ -1,0 +1,274 @@
+"""Chunked inputs end to end: selection, estimators from moments, sessions, test, bootstrap.
+
+Every comparison is against the in-memory code on the same data and seed,
+to 1e-10 relative: the chunked route must be the same computation, not an
+approximation.
+"""
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+pytest.importorskip("distributed")
+
+import mics  # noqa: E402
+from mics.moments import compute_moments  # noqa: E402
+from mics.parallel import fit_each_session  # noqa: E402
+from tests._generate import make_mic_data  # noqa: E402
+
+RTOL = 1e-10
+# uneven row blocks; fold boundaries fall inside blocks
+CHUNKS = (130, 71, 200, 199)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, Y, Z, truth = make_mic_data(T=600, p=12, q=9, m=3, r=2, K=1, weights=(4.0,), seed=11)
+    return X, Y, Z, truth
+
+
+def lazy(*arrays, chunks=CHUNKS):
+    return tuple(da.from_array(a, chunks=(chunks,) + (-1,) * (a.ndim - 1)) for a in arrays)
+
+
+def rel(a, b):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
+
+
+def assert_same_fit(a, b, rtol=RTOL):
+    """Same selection, cross-validation curves, parameters and predictions."""
+    assert (a.rank_, a.n_channels_) == (b.rank_, b.n_channels_)
+    for key in getattr(b, "cv_results_", {}):
+        if key.endswith("loss"):
+            assert rel(a.cv_results_[key], b.cv_results_[key]) < rtol, key
+    for name in ("coef_", "intercept_", "modulator_coef_"):
+        assert rel(getattr(a, name), getattr(b, name)) < rtol, name
+    assert rel(a.modulation_tensor(), b.modulation_tensor()) < rtol
+    np.testing.assert_allclose(a.channel_weights_, b.channel_weights_, rtol=rtol)
+
+
+def test_scaled_raw_moments_are_moments_of_scaled_data(data):
+    X, Y, Z, _ = data
+    sz = np.array([2.0, 0.1, 30.0])
+    raw = compute_moments(X, Y, Z)
+    direct = compute_moments(
+        3.0 * X, 0.5 * Y, Z * sz, shifts=(3.0 * raw.x_shift, raw.z_shift * sz, 0.5 * raw.y_shift)
+    )
+    got = raw.scaled(3.0, sz, 0.5)
+    for name in ("x_shift", "z_shift", "y_shift", "G", "Gy", "Syy"):
+        np.testing.assert_allclose(
+            getattr(got, name),
+            getattr(direct, name),
+            rtol=1e-12,
+            atol=1e-12 * np.abs(getattr(direct, name)).max(),
+        )
+    # scaling commutes with centring
+    np.testing.assert_allclose(got.centered().M, direct.centered().M, rtol=1e-10, atol=1e-9)
+
+
+@pytest.mark.parametrize("params", [{}, {"gap": 7}, {"cv": 4, "rank": 2}])
+def test_chunked_selection_equals_in_memory(data, params):
+    X, Y, Z, _ = data
+    est = dict(random_state=3, verbose=0, max_rank=4, max_channels=2, **params)
+    ref = mics.MICs(**est).fit(X, Y, Z)
+    got = mics.MICs(**est).fit(*lazy(X, Y, Z))
+    assert got.solver_ == "moments"
+    assert_same_fit(got, ref)
+    np.testing.assert_allclose(got.predict(X, Z), ref.predict(X, Z), rtol=1e-9)
+    assert got.score(X, Y, Z) == pytest.approx(ref.score(X, Y, Z), rel=1e-10)
+
+
+def test_chunked_selection_with_trials_equals_in_memory(data):
+    X, Y, Z, _ = data
+    groups = np.repeat(np.arange(30), 20)
+    est = dict(random_state=0, verbose=0, max_rank=3, max_channels=2, cv=5)
+    ref = mics.MICs(**est).fit(X, Y, Z, groups=groups)
+    got = mics.MICs(**est).fit(*lazy(X, Y, Z), groups=groups)
+    assert_same_fit(got, ref)
+
+
+def test_dask_backed_xarray_keeps_labels(data):
+    xr = pytest.importorskip("xarray")
+    X, Y, Z, _ = data
+    t = np.arange(len(X))
+    Xa = xr.DataArray(
+        X,
+        dims=("time", "neuron"),
+        coords={"time": t, "neuron": [f"s{i}" for i in range(X.shape[1])]},
+    ).chunk({"time": 150})
+    Ya = xr.DataArray(Y, dims=("time", "neuron"), coords={"time": t}).chunk({"time": 150})
+    Za = xr.DataArray(
+        Z, dims=("time", "modulator"), coords={"time": t, "modulator": ["run", "pupil", "whisk"]}
+    ).chunk({"time": 150})
+    ref = mics.MICs(rank=2, n_channels=1, random_state=0, verbose=0).fit(X, Y, Z)
+    got = mics.MICs(rank=2, n_channels=1, random_state=0, verbose=0).fit(Xa, Ya, Za)
+    assert_same_fit(got, ref)
+    assert list(got.modulator_patterns_["modulator"].values) == ["run", "pupil", "whisk"]
+    assert list(got.source_patterns_["neuron"].values)[:2] == ["s0", "s1"]
+
+
+def test_fit_moments_blocks_select_like_fit(data):
+    """Leave-one-block-out on block moments is the contiguous K-fold of ``fit``."""
+    X, Y, Z, _ = data
+    shifts = (X.mean(0), Z.mean(0), Y.mean(0))
+    blocks = [
+        compute_moments(x, y, z, shifts=shifts)
+        for x, y, z in zip(*(np.array_split(a, 5) for a in (X, Y, Z)), strict=True)
+    ]
+    est = dict(random_state=1, verbose=0, max_rank=4, max_channels=2, cv=5)
+    ref = mics.MICs(**est).fit(X, Y, Z)
+    got = mics.MICs(**est).fit_moments(blocks)
+    assert_same_fit(got, ref)
+    # a full estimator: predict, score, decompose, save
+    np.testing.assert_allclose(got.predict(X, Z), ref.predict(X, Z), rtol=1e-9)
+    dec, dec_ref = got.decompose(), ref.decompose()
+    np.testing.assert_allclose(dec["total_new"], dec_ref["total_new"], rtol=1e-8)
+
+
+def test_fit_moments_fixed_and_errors(data):
+    X, Y, Z, _ = data
+    raw = compute_moments(X, Y, Z)
+    ref = mics.MICs(rank=2, n_channels=1, random_state=5, verbose=0).fit(X, Y, Z)
+    got = mics.MICs(rank=2, n_channels=1, random_state=5, verbose=0).fit_moments(raw)
+    assert_same_fit(got, ref)
+    with pytest.raises(ValueError, match="at least two blocks"):
+        mics.MICs(random_state=0).fit_moments(raw)
+    with pytest.raises(ValueError, match="interaction"):
+        mics.MICs(rank=1, n_channels=1).fit_moments(_no_interaction(raw))
+    with pytest.raises(TypeError, match="RawMoments"):
+        mics.MICs(rank=1, n_channels=1).fit_moments(compute_moments(X, Y, Z, interaction=False))
+    with pytest.raises(TypeError, match="RawMoments"):
+        mics.MICs(rank=1, n_channels=1).fit_moments(X)
+    with pytest.raises(ValueError, match="different shifts"):
+        other = compute_moments(X, Y, Z, shifts=(X[0], Z[0], Y[0]))
+        mics.MICs(rank=1, n_channels=1).fit_moments([raw, other])
+
+
+def _no_interaction(raw):
+    from dataclasses import replace
+
+    G = raw.G.copy()
+    G[1:, 1:, 1:, 1:] = 0.0
+    return replace(raw, G=G)
+
+
+def test_chunked_input_errors(data):
+    X, Y, Z, _ = data
+    Xd, Yd, Zd = lazy(X, Y, Z)
+    with pytest.raises(ValueError, match="in memory"):
+        mics.MICs(rank=1, n_channels=1, solver="data").fit(Xd, Yd, Zd)
+    with pytest.raises(ValueError, match="memory_limit"):
+        mics.MICs(rank=1, n_channels=1, memory_limit=1e3).fit(Xd, Yd, Zd)
+    with pytest.raises(ValueError, match="modulator"):
+        mics.MICs(rank=1).fit(Xd, Yd)
+    bad = X.copy()
+    bad[400, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        mics.MICs(rank=1, n_channels=1).fit(*lazy(bad, Y, Z))
+    with pytest.raises(ValueError, match="samples"):
+        mics.MICs(rank=1, n_channels=1).fit(Xd, Yd[:500], Zd)
+    with pytest.raises(ValueError, match="constant"):
+        mics.MICs(rank=1, n_channels=1).fit(Xd, Yd, da.ones_like(Zd))
+
+
+def _test_args():
+    return dict(n_permutations=7, random_state=4, verbose=0)
+
+
+@pytest.fixture(scope="module")
+def modulation_reference(data):
+    X, Y, Z, _ = data
+    est = mics.MICs(random_state=0, verbose=0, max_rank=3, max_channels=2)
+    return est, mics.test_modulation(est, X, Y, Z, **_test_args())
+
+
+def test_chunked_modulation_test_equals_in_memory(data, modulation_reference):
+    X, Y, Z, _ = data
+    est, ref = modulation_reference
+    got = mics.test_modulation(est, *lazy(X, Y, Z), **_test_args())
+    np.testing.assert_array_equal(got.shifts, ref.shifts)
+    np.testing.assert_allclose(got.null_distribution, ref.null_distribution, rtol=0, atol=1e-10)
+    assert got.statistic == pytest.approx(ref.statistic, abs=1e-10)
+    assert got.p_value == ref.p_value
+    assert got.n_channels == ref.n_channels
+    # the sequential rule stops at the same shift
+    a = mics.test_modulation(est, X, Y, Z, stop_after=1, **_test_args())
+    b = mics.test_modulation(est, *lazy(X, Y, Z), stop_after=1, **_test_args())
+    assert a.null_distribution.size == b.null_distribution.size
+    assert a.p_value == b.p_value
+
+
+def test_distributed_modulation_test_equals_local(data, modulation_reference):
+    from distributed import Client, LocalCluster
+
+    X, Y, Z, _ = data
+    est, ref = modulation_reference
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster),
+    ):
+        got = mics.test_modulation(est, *lazy(X, Y, Z), **_test_args())
+    np.testing.assert_allclose(got.null_distribution, ref.null_distribution, rtol=0, atol=1e-10)
+    assert got.p_value == ref.p_value
+
+
+def test_chunked_trial_null_equals_in_memory(data):
+    X, Y, Z, _ = data
+    groups = np.repeat(np.arange(30), 20)
+    est = mics.MICs(rank=2, random_state=0, verbose=0, max_channels=1, cv=3)
+    ref = mics.test_modulation(est, X, Y, Z, groups=groups, **_test_args())
+    got = mics.test_modulation(est, *lazy(X, Y, Z), groups=groups, **_test_args())
+    assert got.null == "trial"
+    np.testing.assert_allclose(got.null_distribution, ref.null_distribution, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(got.permutations, ref.permutations)
+
+
+def test_chunked_bootstrap_equals_in_memory(data):
+    X, Y, Z, _ = data
+    model = mics.MICs(rank=2, n_channels=1, random_state=0, verbose=0).fit(X, Y, Z)
+    ref = mics.bootstrap_channels(model, X, Y, Z, n_boot=5, random_state=2, verbose=0)
+    got = mics.bootstrap_channels(model, *lazy(X, Y, Z), n_boot=5, random_state=2, verbose=0)
+    for name in ("channel_weights_draws", "modulator_patterns_draws", "total_new_draws"):
+        assert rel(got[name], ref[name]) < 1e-9, name
+    np.testing.assert_allclose(got["channel_weights"], ref["channel_weights"], rtol=1e-9)
+
+
+def test_pooled_sessions_equal_concatenated_centred_fit(data):
+    X, Y, Z, _ = data
+    cuts = [(0, 180), (180, 420), (420, 600)]
+    offsets = [(0.0, 0.0, 0.0), (40.0, -7.0, 3.0), (-15.0, 2.0, -1.0)]
+    sessions = [
+        (X[a:b] + ox, Y[a:b] + oy, Z[a:b] + oz)
+        for (a, b), (ox, oy, oz) in zip(cuts, offsets, strict=True)
+    ]
+    centred = [np.concatenate([s[j] - s[j].mean(0) for s in sessions]) for j in range(3)]
+    est = dict(random_state=2, verbose=0, max_rank=3, max_channels=2)
+    ref = mics.MICs(**est).fit(*centred)
+    pooled = mics.MICs(**est).fit_sessions(sessions)
+    chunked = mics.MICs(**est).fit_sessions([lazy(*s, chunks=70) for s in sessions])
+    assert_same_fit(pooled, ref)
+    assert_same_fit(chunked, ref, rtol=1e-9)
+    np.testing.assert_array_equal(pooled.session_lengths_, [180, 240, 180])
+    # session offsets are removed, not fitted: without them the fit is the same
+    plain = [(X[a:b], Y[a:b], Z[a:b]) for a, b in cuts]
+    assert_same_fit(mics.MICs(**est).fit_sessions(plain), ref, rtol=1e-9)
+    # ... while plain concatenation of the offset sessions fits something else
+    naive = mics.MICs(**est).fit(*(np.concatenate([s[j] for s in sessions]) for j in range(3)))
+    assert rel(naive.coef_, ref.coef_) > 1e-3
+    with pytest.raises(ValueError, match="session 1"):
+        mics.MICs().fit_sessions([sessions[0], (X[:10], Y[:9], Z[:10])])
+
+
+def test_fit_each_session_equals_separate_fits(data):
+    X, Y, Z, _ = data
+    sessions = [(X[:300], Y[:300], Z[:300]), lazy(X[300:], Y[300:], Z[300:], chunks=100)]
+    est = mics.MICs(rank=2, n_channels=1, random_state=0, verbose=0)
+    fits = fit_each_session(est, sessions, n_jobs=2, verbose=0)
+    for fit, s in zip(fits, sessions, strict=True):
+        ref = mics.MICs(rank=2, n_channels=1, random_state=0, verbose=0).fit(
+            *(np.asarray(a) for a in s)
+        )
+        assert_same_fit(fit, ref, rtol=1e-9)
