@@ -109,7 +109,7 @@ def _open(path):
     return tuple(da.from_zarr(str(path), component=c) for c in ("source", "target", "modulator"))
 
 
-def blas_limit_frames_per_s(rows=4096, repeats=5):
+def blas_limit_frames_per_s(rows=8192, repeats=7):
     """Frames per second of one threaded ``syrk`` of the moment pass's rows."""
     d = (P + 1) * (M + 1) + Q
     V = np.random.default_rng(0).standard_normal((rows, d))
@@ -126,7 +126,7 @@ def _cluster(workers):
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
     )
     return cluster, Client(cluster)
 
@@ -136,6 +136,8 @@ def part_fit(args, lines):
     from mics.parallel import moments_from_dask
 
     path = write_recording(Path(args.data) / f"rec_{args.frames}.zarr", args.frames, args.chunk)
+    # before the cluster starts, so that nothing else runs beside it
+    limit = blas_limit_frames_per_s()
     cluster, client = _cluster(args.workers)
     try:
         X, Y, Z = _open(path)
@@ -148,7 +150,6 @@ def part_fit(args, lines):
         t0 = time.perf_counter()
         moments_from_dask(X, Y, Z, shifts="first_block")
         t_pass = time.perf_counter() - t0
-        limit = blas_limit_frames_per_s()
         lines.append(
             f"moment pass: {t_pass:.1f} s, {args.frames / t_pass:,.0f} frames/s; "
             f"BLAS limit of this machine (threaded syrk, all cores): {limit:,.0f} frames/s "

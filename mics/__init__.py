@@ -32,6 +32,7 @@ __version__ = "0.1.0"
 # Submodules loaded on first use, so `import mics` stays light (matplotlib and
 # dask are imported only by the modules that need them).
 _LAZY = (
+    "chunked",
     "datasets",
     "decomposition",
     "lags",

@@ -214,3 +214,73 @@ def default_batch(n_jobs=None):
         return 2 * max(1, len(default_client().scheduler_info()["workers"]))
     except (ImportError, ValueError):
         return 2 * (os.cpu_count() or 1)
+
+
+# ----------------------------------------------------------------------------- RRR
+def _xy_block(x, y, x_shift, y_shift, index):
+    """Sums of one row block for reduced-rank regression: ``n, sum a, sum b, a^T a, a^T b, b^T b``
+    with ``a = x - x_shift``, ``b = y - y_shift``."""
+    a = np.asarray(x, dtype=np.float64) - x_shift
+    b = np.asarray(y, dtype=np.float64) - y_shift
+    for v, name in ((a, "X"), (b, "Y")):
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"{name} contains NaN or infinity in row block {index}.")
+    return (a.shape[0], a.sum(axis=0), b.sum(axis=0), a.T @ a, a.T @ b, b.T @ b)
+
+
+def _add_xy(parts):
+    parts = [p for p in parts if p is not None]
+    return tuple(sum(vals) for vals in zip(*parts, strict=True))
+
+
+def _xy_moments_delayed(X, Y, idx, shifts):
+    import dask
+
+    if idx is not None:
+        if len(idx) == 0:
+            return None
+        X, Y = _rows(X, idx), _rows(Y, idx)
+    block = dask.delayed(_xy_block, pure=True)
+    add = dask.delayed(_add_xy, pure=True)
+    parts = [
+        block(xb, yb, *shifts, i)
+        for i, (xb, yb) in enumerate(
+            zip(X.to_delayed().ravel(), Y.to_delayed().ravel(), strict=True)
+        )
+    ]
+    while len(parts) > 1:
+        parts = [add(parts[i : i + 8]) for i in range(0, len(parts), 8)]
+    return parts[0]
+
+
+def xy_fold_moments(X, Y, splits):
+    """Reduced-rank-regression sums of all samples and of every fold's excluded/held-out rows.
+
+    Parameters
+    ----------
+    X, Y : dask arrays of shape (n, p), (n, q), row blocks aligned
+    splits : list of (train, test)
+
+    Returns
+    -------
+    total : tuple
+        ``(n, sum a, sum b, a^T a, a^T b, b^T b)`` around the first block's means.
+    folds : list of (test_sums, excluded_sums)
+        The same sums per fold (``None`` for an empty set).
+    shifts : tuple of ndarray
+        ``(x_shift, y_shift)``.
+    """
+    import dask
+
+    shifts = dask.compute(X.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0))
+    n = X.shape[0]
+    total = _xy_moments_delayed(X, Y, None, shifts)
+    folds = []
+    for train, test in splits:
+        test = np.sort(np.asarray(test))
+        excl = np.setdiff1d(np.arange(n), train, assume_unique=True)
+        t = _xy_moments_delayed(X, Y, test, shifts)
+        e = t if np.array_equal(excl, test) else _xy_moments_delayed(X, Y, excl, shifts)
+        folds.append((t, e))
+    total, folds = dask.compute(total, folds)
+    return total, folds, shifts

@@ -181,10 +181,13 @@ class ReducedRankRegressionCV(_CommunicationSubspaceMixin, BaseEstimator):
         -------
         self
         """
+        from mics.chunked import any_chunked
         from mics.trials import check_groups, trial_coordinate
 
         if groups is None:
             groups = trial_coordinate(X, y)
+        if any_chunked(X, y):
+            return self._fit_chunked(X, y, groups)
         X, Y, y_1d = _validate_xy(self, X, y)
         _check_alpha(self.alpha)
         check_folds(self.cv)
@@ -196,6 +199,40 @@ class ReducedRankRegressionCV(_CommunicationSubspaceMixin, BaseEstimator):
         self.rank_ = int(ranks[self.cv_results_["best_index"]])
         (B,), (b,) = fit_reduced_rank(X, Y, [self.rank_], alpha=self.alpha)
         self._set_baseline(B, b, self.rank_)
+        return self._finish(y_1d)
+
+    def _fit_chunked(self, X, y, groups):
+        """Dask inputs: every fold's scatters in one pass where the data live."""
+        from mics._labels import unwrap
+        from mics.chunked import as_dask, xy_fold_moments
+        from mics.selection import _xy_path, cross_validate_reduced_rank_sums
+        from mics.trials import check_groups, cv_splits
+
+        if y is None:
+            raise ValueError("ReducedRankRegressionCV requires y to be passed, but y is None.")
+        y_1d = getattr(y, "ndim", 2) == 1
+        X, Y = as_dask(unwrap(X, "X")[0], "X"), as_dask(unwrap(y, "Y")[0], "y")
+        if Y.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"source X has {X.shape[0]} samples but target y has {Y.shape[0]}: "
+                "both must share the time axis."
+            )
+        Y = Y if Y.chunks[0] == X.chunks[0] else Y.rechunk({0: X.chunks[0]})
+        _check_alpha(self.alpha)
+        check_folds(self.cv)
+        n, p, q = X.shape[0], X.shape[1], Y.shape[1]
+        if n < 2:
+            raise ValueError(f"at least 2 samples are needed, got {n}.")
+        groups = check_groups(groups, n)
+        ranks = candidate_ranks(self.ranks, p, q)
+        splits = cv_splits(self.cv, n, groups=groups)
+        total, folds, (x_shift, y_shift) = xy_fold_moments(X, Y, splits)
+        self.cv_results_ = cross_validate_reduced_rank_sums(total, folds, ranks, self.alpha)
+        self.rank_ = int(ranks[self.cv_results_["best_index"]])
+        (B,), (c,) = _xy_path(total, [self.rank_], self.alpha)
+        # back from the shifted basis: y - y_shift = (x - x_shift) B + c
+        self.n_features_in_ = p
+        self._set_baseline(B, y_shift + c - x_shift @ B, self.rank_)
         return self._finish(y_1d)
 
 

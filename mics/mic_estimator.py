@@ -373,8 +373,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
 
         if Z is None:
             raise ValueError(
-                "chunked (Dask) inputs need a modulator Z; without one, compute the "
-                "data or fit a ReducedRankRegression on them."
+                "chunked (Dask) inputs need a modulator Z; without one the model is a "
+                "reduced-rank regression: ReducedRankRegressionCV accepts Dask arrays."
             )
         if y is None:
             raise ValueError("MICs requires y to be passed, but the target y is None.")

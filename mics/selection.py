@@ -125,6 +125,68 @@ def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0, groups=None):
     return summarize_cv(ranks, fold_loss, key="rank")
 
 
+def _centred_xy(sums):
+    """Centred scatters ``Sxx, Sxy`` and the means' offsets from the shifts."""
+    n, sa, sb, Saa, Sab, _ = sums
+    return Saa - np.outer(sa, sa) / n, Sab - np.outer(sa, sb) / n, sa / n, sb / n
+
+
+def _xy_path(sums, ranks, alpha):
+    """:func:`fit_reduced_rank` from sums: coefficients and intercepts in the shifted basis."""
+    from mics.reduced_rank import reduced_rank_path
+
+    n = sums[0]
+    Sxx, Sxy, dx, dy = _centred_xy(sums)
+    # the reference's rule: drop neurons with sample std below sqrt(eps)
+    keep = np.diag(Sxx) / max(n - 1, 1) >= np.finfo(np.float64).eps
+    coefs_kept, _ = reduced_rank_path(Sxx[np.ix_(keep, keep)], Sxy[keep], ranks, alpha=alpha)
+    coefs = []
+    for Bk in coefs_kept:
+        B = np.zeros(Sxy.shape)
+        B[keep] = Bk
+        coefs.append(B)
+    return coefs, [dy - dx @ B for B in coefs]
+
+
+def _xy_nse(sums, B, c):
+    """NSE on a block from its sums, for ``b_hat = a B + c`` (shifted basis)."""
+    n, sa, sb, Saa, Sab, Sbb = sums
+    rss = (
+        np.sum(B * (Saa @ B))
+        - 2 * np.sum(B * Sab)
+        + np.trace(Sbb)
+        + 2 * (sa @ B - sb) @ c
+        + n * c @ c
+    )
+    tss = np.trace(Sbb) - sb @ sb / n
+    return float(rss / tss) if tss > 0 else (np.inf if rss > 0 else 0.0)
+
+
+def cross_validate_reduced_rank_sums(total, folds, ranks, alpha=0.0):
+    """:func:`cross_validate_reduced_rank` from block sums (chunked inputs).
+
+    Parameters
+    ----------
+    total : tuple
+        Sums of all samples, from :func:`mics.chunked.xy_fold_moments`.
+    folds : list of (test_sums, excluded_sums)
+    ranks : sequence of int
+    alpha : float
+
+    Returns
+    -------
+    dict
+        As :func:`cross_validate_reduced_rank`.
+    """
+    ranks = list(ranks)
+    losses = []
+    for test, excl in folds:
+        train = tuple(a - b for a, b in zip(total, excl, strict=True))
+        coefs, intercepts = _xy_path(train, ranks, alpha)
+        losses.append([_xy_nse(test, B, c) for B, c in zip(coefs, intercepts, strict=True)])
+    return summarize_cv(ranks, np.asarray(losses).T, key="rank")
+
+
 def summarize_cv(candidates, fold_loss, key):
     """Mean, SEM across folds and the one-SEM choice for a candidate table."""
     fold_loss = np.asarray(fold_loss, dtype=float)

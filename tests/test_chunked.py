@@ -272,3 +272,26 @@ def test_fit_each_session_equals_separate_fits(data):
             *(np.asarray(a) for a in s)
         )
         assert_same_fit(fit, ref, rtol=1e-9)
+
+
+@pytest.mark.parametrize("params", [{}, {"alpha": 5.0, "cv": 4}])
+def test_chunked_reduced_rank_cv_equals_in_memory(data, params):
+    X, Y, _, _ = data
+    X = X.copy()
+    X[:, 4] = 3.0  # a constant neuron: dropped in every fold, as in memory
+    ref = mics.ReducedRankRegressionCV(ranks=range(6), **params).fit(X, Y)
+    got = mics.ReducedRankRegressionCV(ranks=range(6), **params).fit(*lazy(X, Y))
+    assert got.rank_ == ref.rank_
+    np.testing.assert_allclose(
+        got.cv_results_["fold_loss"], ref.cv_results_["fold_loss"], rtol=1e-10
+    )
+    assert rel(got.coef_, ref.coef_) < RTOL
+    assert rel(got.intercept_, ref.intercept_) < RTOL
+    assert np.all(got.coef_[:, 4] == 0)
+    groups = np.repeat(np.arange(40), 15)
+    ref = mics.ReducedRankRegressionCV(ranks=range(4), cv=5).fit(X, Y[:, 0], groups=groups)
+    got = mics.ReducedRankRegressionCV(ranks=range(4), cv=5).fit(*lazy(X, Y[:, 0]), groups=groups)
+    np.testing.assert_allclose(
+        got.cv_results_["mean_loss"], ref.cv_results_["mean_loss"], rtol=1e-10
+    )
+    assert np.ndim(got.coef_) == 1 and np.isscalar(got.intercept_)
