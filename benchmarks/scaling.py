@@ -15,13 +15,14 @@ machine (the same calls run on a remote cluster: only the address given to
     BLAS limit (one threaded ``syrk`` of the same rows in this process).
 ``test``
     ``test_modulation`` with ``--shifts`` circular shifts at T = 20000 (same
-    p, q, m) on clusters of 1 and 2 workers: the time of each, the speed-up,
-    and that both give the same p-value and null statistics.
+    p, q, m; with ``--small`` at T = 5000, p = 100, q = 60, m = 2) on clusters
+    of 1 and 2 workers: the time of each, the speed-up, and that both give
+    the same p-value and null statistics.
 
 Usage::
 
     python benchmarks/scaling.py fit  [--frames 2000000] [--chunk 50000] [--workers 2]
-    python benchmarks/scaling.py test [--shifts 39]
+    python benchmarks/scaling.py test [--shifts 39] [--small]
 
 Results: ``results/scaling/<part>.txt``. The recordings are written under
 ``--data`` (default: a temporary directory, kept between runs; several GB).
@@ -54,8 +55,9 @@ def _peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _truth(seed=0):
+def _truth(seed=0, dims=(P, Q, M)):
     """A planted model: rank-3 baseline, two channels, additive modulator effect."""
+    P, Q, M = dims
     rng = np.random.default_rng(seed)
     U = np.linalg.qr(rng.standard_normal((P, RANK)))[0]
     V = np.linalg.qr(rng.standard_normal((Q, RANK)))[0]
@@ -70,6 +72,7 @@ def _truth(seed=0):
 def _block(i, rows, truth):
     """Frames of block ``i`` (its own seed: blocks can be written in any order)."""
     B, D, A, Bt, C, w = truth
+    (P, Q), M = B.shape, D.shape[0]
     rng = np.random.default_rng(1000 + i)
     X = rng.standard_normal((rows, P))
     Z = rng.standard_normal((rows, M))
@@ -77,7 +80,7 @@ def _block(i, rows, truth):
     return X.astype(np.float32), Y.astype(np.float32), Z.astype(np.float32)
 
 
-def write_recording(path, frames, chunk):
+def write_recording(path, frames, chunk, dims=(P, Q, M)):
     """A zarr group with arrays ``source`` (T, p), ``target`` (T, q), ``modulator`` (T, m)."""
     import zarr
 
@@ -85,11 +88,11 @@ def write_recording(path, frames, chunk):
     done = path / ".complete"
     if done.exists() and done.read_text() == f"{frames} {chunk}":
         return path
-    truth = _truth()
+    truth = _truth(dims=dims)
     group = zarr.open_group(str(path), mode="w")
     arrays = {
         name: group.create_array(name, shape=(frames, k), chunks=(chunk, k), dtype="float32")
-        for name, k in (("source", P), ("target", Q), ("modulator", M))
+        for name, k in zip(("source", "target", "modulator"), dims, strict=True)
     }
     t0 = time.perf_counter()
     for i, start in enumerate(range(0, frames, chunk)):
@@ -181,8 +184,13 @@ def part_fit(args, lines):
 def part_test(args, lines):
     import mics
 
-    frames, chunk = 20000, 2000
-    path = write_recording(Path(args.data) / f"rec_{frames}.zarr", frames, chunk)
+    if args.small:  # the small size of benchmarks/bench_speed.py
+        frames, chunk, dims = 5000, 500, (100, 60, 2)
+    else:
+        frames, chunk, dims = 20000, 2000, (P, Q, M)
+    p, q, m = dims
+    name = f"rec_{frames}_{p}_{q}_{m}.zarr"
+    path = write_recording(Path(args.data) / name, frames, chunk, dims)
     est = mics.MICs(random_state=0, verbose=0)
     runs = {}
     for workers in (1, 2):
@@ -199,8 +207,8 @@ def part_test(args, lines):
             cluster.close()
         t, res = runs[workers]
         lines.append(
-            f"{workers} worker(s): test_modulation, {args.shifts} shifts, T={frames} p={P} "
-            f"q={Q} m={M}: {t:.1f} s ({t / args.shifts:.2f} s per shift), p = {res.p_value:.3f}"
+            f"{workers} worker(s): test_modulation, {args.shifts} shifts, T={frames} p={p} "
+            f"q={q} m={m}: {t:.1f} s ({t / args.shifts:.2f} s per shift), p = {res.p_value:.3f}"
         )
     (t1, r1), (t2, r2) = runs[1], runs[2]
     same = np.array_equal(r1.null_distribution, r2.null_distribution)
@@ -217,6 +225,9 @@ def main(argv=None):
     parser.add_argument("--chunk", type=int, default=50_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shifts", type=int, default=39)
+    parser.add_argument(
+        "--small", action="store_true", help="test part at T=5000, p=100, q=60, m=2"
+    )
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "mics_scaling"))
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
@@ -230,7 +241,8 @@ def main(argv=None):
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.part}.txt").write_text(text + "\n")
+    suffix = "_small" if args.part == "test" and args.small else ""
+    (out / f"{args.part}{suffix}.txt").write_text(text + "\n")
 
 
 if __name__ == "__main__":

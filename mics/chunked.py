@@ -164,16 +164,18 @@ def residualize(Y, Z):
 
 
 def compute_in_batches(tasks, batch, desc, verbose):
-    """Compute delayed tasks in submission order, a batch at a time.
+    """Compute delayed tasks, results in submission order.
 
+    On a ``distributed`` cluster a sliding window of ``batch`` tasks is kept
+    in flight; on a local scheduler they are computed ``batch`` at a time.
     A consumer that stops iterating (the sequential test) stops the
-    computation after the current batch.
+    computation (pending tasks are cancelled).
 
     Parameters
     ----------
     tasks : iterable of dask.delayed.Delayed
     batch : int
-        Tasks per ``dask.compute`` call (the workers stay busy within a batch).
+        Tasks in flight at once.
     desc : str
         Progress-bar label.
     verbose : int
@@ -188,6 +190,10 @@ def compute_in_batches(tasks, batch, desc, verbose):
     from mics._linalg import single_blas_thread
 
     tasks = list(tasks)
+    client = _client()
+    if client is not None:
+        yield from _windowed(client, tasks, batch, desc, verbose)
+        return
     bar = tqdm(total=len(tasks), desc=desc, disable=not verbose)
     try:
         for start in range(0, len(tasks), batch):
@@ -202,18 +208,56 @@ def compute_in_batches(tasks, batch, desc, verbose):
         bar.close()
 
 
+def _client():
+    """The active ``distributed`` client, or None (threaded scheduler)."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _windowed(client, tasks, window, desc, verbose):
+    """Results in order from a sliding window of ``window`` tasks on a cluster.
+
+    A new task is submitted as soon as the oldest one is collected, so the
+    workers never wait for a whole batch; at most ``window`` data sets' fold
+    moments are held at once (a submission of all tasks at once could run
+    every moment pass before any fit and hold them all).
+    """
+    import itertools
+    from collections import deque
+
+    from tqdm import tqdm
+
+    pending = iter(tasks)
+    queue = deque(client.compute(t) for t in itertools.islice(pending, window))
+    bar = tqdm(total=len(tasks), desc=desc, disable=not verbose)
+    try:
+        while queue:
+            result = queue.popleft().result()
+            following = next(pending, None)
+            if following is not None:
+                queue.append(client.compute(following))
+            bar.update()
+            yield result
+    finally:
+        for future in queue:
+            future.cancel()
+        bar.close()
+
+
 def default_batch(n_jobs=None):
     """Tasks per batch: twice the workers (of the active cluster, else ``n_jobs`` or the CPUs)."""
     import os
 
     if n_jobs is not None and n_jobs > 0:
         return 2 * int(n_jobs)
-    try:
-        from distributed import default_client
-
-        return 2 * max(1, len(default_client().scheduler_info()["workers"]))
-    except (ImportError, ValueError):
-        return 2 * (os.cpu_count() or 1)
+    client = _client()
+    if client is not None:
+        return 2 * max(1, len(client.scheduler_info()["workers"]))
+    return 2 * (os.cpu_count() or 1)
 
 
 # ----------------------------------------------------------------------------- RRR

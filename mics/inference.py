@@ -118,7 +118,7 @@ def _improvement_from_moments(estimator, moments):
     return float(loss[0] - np.min(loss[1:])), None
 
 
-def _chunked_nulls(fixed, X, Y, Z, nulls, groups, n_permutations, n_jobs):
+def _chunked_nulls(fixed, X, Y, Z, nulls, groups, n_jobs):
     """Null statistics of chunked data: per shifted data set, one Dask graph
     (its fold moments, then the selection as a task on them)."""
     import dask
@@ -267,7 +267,7 @@ def test_modulation(
         perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
         nulls = (Z[i] for i in idxs)
     if chunked:
-        results = _chunked_nulls(fixed, X, Y, Z, nulls, groups, n_permutations, n_jobs)
+        results = _chunked_nulls(fixed, X, Y, Z, nulls, groups, n_jobs)
     else:
         jobs = (delayed(_improvement)(fixed, X, Y, Zs, groups) for Zs in nulls)
         results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)

@@ -289,7 +289,8 @@ def fit_from_moments(
     -------
     MICFit
         Baseline ``coef`` (p, q), ``modulator_coef`` (m, q) and the channels
-        in canonical form. The intercept is
+        in canonical form (for a full estimator, with intercept, predict and
+        selection, use :meth:`mics.MICs.fit_moments`). The intercept is
         ``y_mean - x_mean @ coef - z_mean @ modulator_coef
         - target_patterns @ w_mean`` with ``w_mean_k = weights_k *
         a_k^T phi_mean c_k`` (means from ``raw.centered()``).

@@ -108,7 +108,7 @@ def test_dask_backed_xarray_keeps_labels(data):
     assert list(got.source_patterns_["neuron"].values)[:2] == ["s0", "s1"]
 
 
-def test_fit_moments_blocks_select_like_fit(data):
+def test_fit_moments_blocks_select_like_fit(data, tmp_path):
     """Leave-one-block-out on block moments is the contiguous K-fold of ``fit``."""
     X, Y, Z, _ = data
     shifts = (X.mean(0), Z.mean(0), Y.mean(0))
@@ -124,6 +124,8 @@ def test_fit_moments_blocks_select_like_fit(data):
     np.testing.assert_allclose(got.predict(X, Z), ref.predict(X, Z), rtol=1e-9)
     dec, dec_ref = got.decompose(), ref.decompose()
     np.testing.assert_allclose(dec["total_new"], dec_ref["total_new"], rtol=1e-8)
+    loaded = mics.load(got.to_netcdf(tmp_path / "from_moments.nc"))
+    np.testing.assert_allclose(loaded.predict(X, Z), ref.predict(X, Z), rtol=1e-9)
 
 
 def test_fit_moments_fixed_and_errors(data):
@@ -211,8 +213,13 @@ def test_distributed_modulation_test_equals_local(data, modulation_reference):
         Client(cluster),
     ):
         got = mics.test_modulation(est, *lazy(X, Y, Z), **_test_args())
+        # the sequential rule stops at the same shift and cancels the rest
+        stopped = mics.test_modulation(est, *lazy(X, Y, Z), stop_after=1, **_test_args())
     np.testing.assert_allclose(got.null_distribution, ref.null_distribution, rtol=0, atol=1e-10)
     assert got.p_value == ref.p_value
+    first = np.flatnonzero(ref.null_distribution >= ref.statistic)
+    expected = first[0] + 1 if first.size else ref.null_distribution.size
+    assert stopped.null_distribution.size == expected
 
 
 def test_chunked_trial_null_equals_in_memory(data):
