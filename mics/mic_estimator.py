@@ -38,6 +38,13 @@ def _is_dataarray(a):
     return type(a).__name__ == "DataArray"
 
 
+def _n_time(a):
+    """Samples of an input: its ``time`` dimension when labelled, else its rows."""
+    if _is_dataarray(a) and "time" in a.dims:
+        return a.sizes["time"]
+    return len(a)
+
+
 def _centred(a, name, session):
     """A session's array minus its own column means (finite values checked)."""
     a = np.asarray(a, dtype=np.float64)
@@ -326,14 +333,14 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
                 raise ValueError(f"session {i} must be an (X, y, Z) triple of arrays.")
         parts = list(zip(*sessions, strict=True))
         lengths = []
-        for i, (x, y, z) in enumerate(sessions):
-            n = {len(x), len(y), len(z)}
-            if len(n) > 1:
+        for i, s in enumerate(sessions):
+            nx, ny, nz = (_n_time(a) for a in s)
+            if len({nx, ny, nz}) > 1:
                 raise ValueError(
-                    f"session {i}: X, y and Z have {len(x)}, {len(y)} and {len(z)} samples; "
+                    f"session {i}: X, y and Z have {nx}, {ny} and {nz} samples; "
                     "they must share the time axis."
                 )
-            lengths.append(len(x))
+            lengths.append(nx)
         if any(any_chunked(*s) for s in sessions):
             import dask.array as da
 
