@@ -269,6 +269,31 @@ def test_pooled_sessions_equal_concatenated_centred_fit(data):
         mics.MICs().fit_sessions([sessions[0], (X[:10], Y[:9], Z[:10])])
 
 
+def test_labelled_sessions_pool_like_arrays(data):
+    xr = pytest.importorskip("xarray")
+    X, Y, Z, _ = data
+    cuts = [(0, 250), (250, 600)]
+
+    def labelled(a, dim, start, offset):
+        # (neuron, time) order on purpose: samples are counted along "time"
+        da_ = xr.DataArray(a + offset, dims=("time", dim), coords={"time": np.arange(*start)})
+        return da_.transpose(dim, "time")
+
+    sessions = [
+        (
+            labelled(X[a:b], "neuron", (a, b), 5.0 * i),
+            labelled(Y[a:b], "neuron", (a, b), -2.0 * i),
+            labelled(Z[a:b], "modulator", (a, b), 1.0 * i),
+        )
+        for i, (a, b) in enumerate(cuts)
+    ]
+    est = dict(rank=2, n_channels=1, random_state=0, verbose=0)
+    got = mics.MICs(**est).fit_sessions(sessions)
+    ref = mics.MICs(**est).fit_sessions([(X[a:b], Y[a:b], Z[a:b]) for a, b in cuts])
+    assert_same_fit(got, ref, rtol=1e-9)
+    np.testing.assert_array_equal(got.session_lengths_, [250, 350])
+
+
 def test_fit_each_session_equals_separate_fits(data):
     X, Y, Z, _ = data
     sessions = [(X[:300], Y[:300], Z[:300]), lazy(X[300:], Y[300:], Z[300:], chunks=100)]
