@@ -274,6 +274,11 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             raw = compute_moments(X, Y, Z, interaction=self.solver_ == "moments")
         cm = raw.centered()
         op = MomentOperator(cm) if self.solver_ == "moments" else DataOperator(cm, X, Y, Z)
+        self._final_fit(op, cm, rank, n_channels, scales, rng, y_1d)
+        return self._label_outputs()
+
+    def _final_fit(self, op, cm, rank, n_channels, scales, rng, y_1d):
+        """The fit on all samples (standard units), stored in the user's units."""
         result = fit_mic_model(
             op,
             rank,
@@ -285,11 +290,10 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             random_state=rng.randint(np.iinfo(np.int32).max),
         )
         self._set_scales(scales)
-        result, cm = restore_fit(result, scales), scales.restore_moments(cm, interaction=False)
+        cm = scales.restore_moments(cm, interaction=False)
         with single_blas_thread():  # small SVDs, see fit_mic_model
-            self._store(result, cm, rank)
+            self._store(restore_fit(result, scales), cm, rank)
         self._finish(y_1d)
-        return self._label_outputs()
 
     def fit_sessions(self, sessions, groups=None):
         """Fit one model to several recordings, each centred on its own means.
@@ -508,22 +512,7 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         else:
             rank, n_channels = int(self.rank), int(self.n_channels)
         cm = total.centered()
-        op = MomentOperator(cm)
-        result = fit_mic_model(
-            op,
-            rank,
-            n_channels,
-            **self._penalties(op),
-            n_init=self.n_init,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            random_state=rng.randint(np.iinfo(np.int32).max),
-        )
-        self._set_scales(scales)
-        result, cm = restore_fit(result, scales), scales.restore_moments(cm, interaction=False)
-        with single_blas_thread():
-            self._store(result, cm, rank)
-        self._finish(y_1d)
+        self._final_fit(MomentOperator(cm), cm, rank, n_channels, scales, rng, y_1d)
         return self
 
     def _label_outputs(self):
