@@ -43,6 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "scaling"
 P, Q, M, RANK, K = 300, 100, 3, 3, 2
+ARGS = argparse.Namespace(malloc_trim=False)
 
 
 def _rss_mb():
@@ -126,11 +127,18 @@ def blas_limit_frames_per_s(rows=8192, repeats=7):
 
 
 def _cluster(workers):
+    import dask
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-    )
+    from mics.parallel import worker_config
+
+    # distributed's default MALLOC_TRIM_THRESHOLD_ halves the speed of the fits
+    # (see mics.parallel.worker_config); --malloc-trim keeps it, to compare
+    config = {} if ARGS.malloc_trim else worker_config()
+    with dask.config.set(config):
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        )
     return cluster, Client(cluster)
 
 
@@ -246,13 +254,21 @@ def main(argv=None):
     parser.add_argument(
         "--small", action="store_true", help="test part at T=5000, p=100, q=60, m=2"
     )
+    parser.add_argument(
+        "--malloc-trim",
+        action="store_true",
+        help="keep distributed's MALLOC_TRIM_THRESHOLD_ in the workers (the default setup)",
+    )
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "mics_scaling"))
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
+    global ARGS
+    ARGS = args
     load = os.getloadavg()[0]
     lines = [
         f"benchmarks/scaling.py {args.part} ({time.strftime('%Y-%m-%d %H:%M')}, "
-        f"load {load:.1f}, {os.cpu_count()} cores)"
+        f"load {load:.1f}, {os.cpu_count()} cores"
+        + (", workers with distributed's MALLOC_TRIM_THRESHOLD_)" if args.malloc_trim else ")")
     ]
     {"fit": part_fit, "test": part_test}[args.part](args, lines)
     text = "\n".join(lines)

@@ -327,3 +327,29 @@ def test_chunked_reduced_rank_cv_equals_in_memory(data, params):
         got.cv_results_["mean_loss"], ref.cv_results_["mean_loss"], rtol=1e-10
     )
     assert np.ndim(got.coef_) == 1 and np.isscalar(got.intercept_)
+
+
+def test_worker_config_drops_malloc_trim_only():
+    import os
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    from mics.parallel import worker_config
+
+    config = worker_config()["distributed.nanny.pre-spawn-environ"]
+    default = dask.config.get("distributed.nanny.pre-spawn-environ")
+    assert "MALLOC_TRIM_THRESHOLD_" in default  # what distributed sets by default
+    assert "MALLOC_TRIM_THRESHOLD_" not in config
+    assert {k: v for k, v in default.items() if k != "MALLOC_TRIM_THRESHOLD_"} == config
+    with (
+        dask.config.set(worker_config()),
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        env = client.run(
+            lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("OMP_NUM_THREADS"))
+        )
+    assert list(env.values()) == [(None, str(default["OMP_NUM_THREADS"]))]
