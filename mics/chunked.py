@@ -249,7 +249,8 @@ def _windowed(client, tasks, window, desc, verbose):
 
 
 def default_batch(n_jobs=None):
-    """Tasks per batch: twice the workers (of the active cluster, else ``n_jobs`` or the CPUs)."""
+    """Tasks in flight: ``2 * n_jobs`` when given, else twice the active cluster's
+    workers, else twice the CPUs (a second task per worker hides scheduling gaps)."""
     import os
 
     if n_jobs is not None and n_jobs > 0:
