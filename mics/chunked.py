@@ -77,11 +77,49 @@ def _assemble(total, tests, excluded):
 
 
 def _moments_of(X, Y, Z, idx, shifts):
+    """Delayed moments of rows ``idx`` (all rows when None; None for no rows)."""
     from mics.parallel import _delayed_moments
 
-    if len(idx) == 0:
-        return None
-    return _delayed_moments(_rows(X, idx), _rows(Y, idx), _rows(Z, idx), shifts, True)
+    if idx is not None:
+        if len(idx) == 0:
+            return None
+        X, Y, Z = _rows(X, idx), _rows(Y, idx), _rows(Z, idx)
+    return _delayed_moments(X, Y, Z, shifts, True)
+
+
+def _fold_graph(n, splits, moments_of, combine):
+    """Delayed sums of every fold's held-out and excluded rows, and of all rows.
+
+    Parameters
+    ----------
+    n : int
+    splits : list of (train, test)
+    moments_of : callable
+        Index array (or None for all rows) -> delayed sums of those rows.
+    combine : callable
+        Adds a list of sums (for the tree reduction).
+
+    Returns
+    -------
+    total, tests, excluded
+        ``excluded[i]`` is None when fold ``i`` excludes exactly its held-out
+        block (no gap). When the held-out blocks partition the samples the
+        total is their sum: one pass over the data in all.
+    """
+    from mics.parallel import _tree_sum
+
+    tests, excluded = [], []
+    for train, test in splits:
+        test = np.sort(np.asarray(test))
+        tests.append(moments_of(test))
+        excl = np.setdiff1d(np.arange(n), train, assume_unique=True)
+        excluded.append(None if np.array_equal(excl, test) else moments_of(excl))
+    covered = np.sort(np.concatenate([t for _, t in splits])) if splits else np.zeros(0)
+    if splits and np.array_equal(covered, np.arange(n)):
+        total = _tree_sum([t for t in tests if t is not None], combine=combine)
+    else:
+        total = moments_of(None)
+    return total, tests, excluded
 
 
 def fold_moments_delayed(X, Y, Z, splits=None, shifts="first_block"):
@@ -107,29 +145,19 @@ def fold_moments_delayed(X, Y, Z, splits=None, shifts="first_block"):
     """
     import dask
 
-    from mics.parallel import _aligned, _check_shifts, _delayed_moments, _first_block_shifts
+    from mics.parallel import _aligned, _check_shifts, _first_block_shifts, _sum_moments
 
     X, Y, Z = _aligned(X, Y, Z)  # a rolled or resampled modulator has other row blocks
     p, q, m = X.shape[1], Y.shape[1], Z.shape[1]
     if isinstance(shifts, str):
         shifts = _first_block_shifts(X, Y, Z)
     shifts = _check_shifts(shifts, p, m, q)
-    n = X.shape[0]
-    splits = list(splits or [])
-    tests, excluded = [], []
-    for train, test in splits:
-        test = np.sort(np.asarray(test))
-        tests.append(_moments_of(X, Y, Z, test, shifts))
-        excl = np.setdiff1d(np.arange(n), train, assume_unique=True)
-        excluded.append(None if np.array_equal(excl, test) else _moments_of(X, Y, Z, excl, shifts))
-    covered = np.sort(np.concatenate([t for _, t in splits])) if splits else np.zeros(0)
-    if splits and np.array_equal(covered, np.arange(n)):
-        # held-out blocks partition the samples: one pass over the data in all
-        from mics.parallel import _tree_sum
-
-        total = _tree_sum([t for t in tests if t is not None])
-    else:
-        total = _delayed_moments(X, Y, Z, shifts, True)
+    total, tests, excluded = _fold_graph(
+        X.shape[0],
+        list(splits or []),
+        lambda idx: _moments_of(X, Y, Z, idx, shifts),
+        _sum_moments,
+    )
     return dask.delayed(_assemble, pure=True)(total, tests, excluded)
 
 
@@ -279,23 +307,23 @@ def _add_xy(parts):
 
 
 def _xy_moments_delayed(X, Y, idx, shifts):
+    """Delayed :func:`_xy_block` sums of rows ``idx`` (all when None; None for no rows)."""
     import dask
+
+    from mics.parallel import _tree_sum
 
     if idx is not None:
         if len(idx) == 0:
             return None
         X, Y = _rows(X, idx), _rows(Y, idx)
     block = dask.delayed(_xy_block, pure=True)
-    add = dask.delayed(_add_xy, pure=True)
     parts = [
         block(xb, yb, *shifts, i)
         for i, (xb, yb) in enumerate(
             zip(X.to_delayed().ravel(), Y.to_delayed().ravel(), strict=True)
         )
     ]
-    while len(parts) > 1:
-        parts = [add(parts[i : i + 8]) for i in range(0, len(parts), 8)]
-    return parts[0]
+    return _tree_sum(parts, combine=_add_xy)
 
 
 def xy_fold_moments(X, Y, splits):
@@ -318,14 +346,9 @@ def xy_fold_moments(X, Y, splits):
     import dask
 
     shifts = dask.compute(X.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0))
-    n = X.shape[0]
-    total = _xy_moments_delayed(X, Y, None, shifts)
-    folds = []
-    for train, test in splits:
-        test = np.sort(np.asarray(test))
-        excl = np.setdiff1d(np.arange(n), train, assume_unique=True)
-        t = _xy_moments_delayed(X, Y, test, shifts)
-        e = t if np.array_equal(excl, test) else _xy_moments_delayed(X, Y, excl, shifts)
-        folds.append((t, e))
-    total, folds = dask.compute(total, folds)
+    total, tests, excluded = _fold_graph(
+        X.shape[0], list(splits), lambda idx: _xy_moments_delayed(X, Y, idx, shifts), _add_xy
+    )
+    total, tests, excluded = dask.compute(total, tests, excluded)
+    folds = [(t, t if e is None else e) for t, e in zip(tests, excluded, strict=True)]
     return total, folds, shifts

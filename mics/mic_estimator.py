@@ -443,7 +443,7 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             Fitted as by :meth:`fit` on the data the moments summarise
             (predict, score, decompose, plotting and saving all work).
         """
-        from mics.moments import RawMoments
+        from mics.moments import RawMoments, check_interaction
 
         blocks = [moments] if isinstance(moments, RawMoments) else moments
         if not isinstance(blocks, (list, tuple)):
@@ -457,12 +457,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         total = blocks[0]
         for b in blocks[1:]:
             total = total + b
+        check_interaction(total)
         p, m, q = total.G.shape[0] - 1, total.G.shape[1] - 1, total.Gy.shape[2]
-        if p and m and total.n and not np.any(total.G[1:, 1:, 1:, 1:]):
-            raise ValueError(
-                "these moments hold no interaction terms (computed with interaction=False); "
-                "recompute them with interaction=True."
-            )
         self._check_params(p, q, m)
         folds = None
         if self.rank is None or self.n_channels is None:
@@ -503,11 +499,11 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
 
         total = standard(total)
         if folds is not None:
+            # a fold without a gap excludes exactly its held-out block: scale it once
             folds = [
-                (tr, te, standard(t), standard(e) if e is not t else None)
+                (tr, te, st := standard(t), st if e is t else standard(e))
                 for tr, te, t, e in folds
             ]
-            folds = [(tr, te, t, t if e is None else e) for tr, te, t, e in folds]
             rank, n_channels, self.cv_results_ = select_from_moments(self, total, folds, rng)
         else:
             rank, n_channels = int(self.rank), int(self.n_channels)

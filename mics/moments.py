@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["RawMoments", "CenteredMoments", "compute_moments", "moment_nbytes"]
+__all__ = [
+    "RawMoments",
+    "CenteredMoments",
+    "compute_moments",
+    "moment_nbytes",
+    "check_interaction",
+]
 
 _CHUNK_BYTES = 32 * 2**20
 
@@ -190,6 +196,26 @@ class CenteredMoments:
     Sphix: np.ndarray | None
     Sphiz: np.ndarray | None
     Sphiy: np.ndarray | None
+
+
+def check_interaction(raw):
+    """Refuse raw moments whose interaction block is empty (``interaction=False`` zeros).
+
+    Parameters
+    ----------
+    raw : RawMoments
+
+    Raises
+    ------
+    ValueError
+        When there are source, modulator and samples but ``Phi^T Phi`` is all zero.
+    """
+    p, m = raw.G.shape[0] - 1, raw.G.shape[1] - 1
+    if p and m and raw.n and not np.any(raw.G[1:, 1:, 1:, 1:]):
+        raise ValueError(
+            "these moments hold no interaction terms (computed with interaction=False); "
+            "recompute them with interaction=True."
+        )
 
 
 def _chunk_rows(n_cols):

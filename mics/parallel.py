@@ -26,7 +26,7 @@ import operator
 import numpy as np
 from sklearn.utils import check_random_state
 
-from mics.moments import CenteredMoments, RawMoments, compute_moments
+from mics.moments import CenteredMoments, RawMoments, check_interaction, compute_moments
 
 __all__ = [
     "moments_from_dask",
@@ -112,11 +112,14 @@ def _sum_moments(parts):
     return functools.reduce(operator.add, parts)
 
 
-def _tree_sum(parts, split_every=_SPLIT_EVERY):
-    """Pairwise-style tree of delayed additions (depth log_k of the block count)."""
+def _tree_sum(parts, split_every=_SPLIT_EVERY, combine=_sum_moments):
+    """Tree of delayed additions (depth log_k of the block count).
+
+    ``combine`` adds a list of parts (default: ``RawMoments`` by ``+``).
+    """
     import dask
 
-    add = dask.delayed(_sum_moments, pure=True)
+    add = dask.delayed(combine, pure=True)
     while len(parts) > 1:
         parts = [add(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
     return parts[0]
@@ -315,12 +318,7 @@ def fit_from_moments(
             "recompute them with interaction=True."
         )
     if isinstance(raw, RawMoments):
-        p, m = raw.G.shape[0] - 1, raw.G.shape[1] - 1
-        if p and m and raw.n and not np.any(raw.G[1:, 1:, 1:, 1:]):
-            raise ValueError(
-                "these moments hold no interaction terms (computed with interaction=False); "
-                "recompute them with interaction=True."
-            )
+        check_interaction(raw)
         cm = raw.centered()
     elif isinstance(raw, CenteredMoments):
         cm = raw

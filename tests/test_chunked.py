@@ -353,3 +353,43 @@ def test_worker_config_drops_malloc_trim_only():
             lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("OMP_NUM_THREADS"))
         )
     assert list(env.values()) == [(None, str(default["OMP_NUM_THREADS"]))]
+
+
+@pytest.mark.parametrize("gap", [0, 7])
+def test_chunked_selection_reads_each_row_once(data, monkeypatch, gap):
+    """Without a gap the held-out blocks partition the rows: the total is their sum."""
+    import mics.chunked
+    import mics.parallel
+
+    X, Y, Z, _ = data
+    rows = []
+    block, xy_block = mics.parallel._block_moments, mics.chunked._xy_block
+
+    def counting(x, *args):
+        rows.append(len(x))
+        return block(x, *args)
+
+    def counting_xy(x, *args):
+        rows.append(len(x))
+        return xy_block(x, *args)
+
+    monkeypatch.setattr(mics.parallel, "_block_moments", counting)
+    monkeypatch.setattr(mics.chunked, "_xy_block", counting_xy)
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        mics.MICs(rank=2, max_channels=1, cv=5, gap=gap, random_state=0, verbose=0).fit(
+            *lazy(X, Y, Z)
+        )
+        n_mic = sum(rows)
+        rows.clear()
+        mics.ReducedRankRegressionCV(ranks=range(3), cv=5).fit(*lazy(X, Y))
+    # held-out blocks once each (their sum is the total); with a gap, each fold's
+    # excluded rows (its block and the gap on both sides) once more
+    extra = (
+        0
+        if gap == 0
+        else sum(min(i * 120 + 120 + gap, 600) - max(i * 120 - gap, 0) for i in range(5))
+    )
+    assert n_mic == 600 + extra
+    assert sum(rows) == 600  # ReducedRankRegressionCV has no gap
