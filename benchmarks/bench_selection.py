@@ -230,7 +230,7 @@ def main(argv=None):
 
     def mics_select():
         e = mics.MICs(**est.get_params())
-        e.solver_ = e._choose_solver(p, m, q)
+        e.solver_ = e._choose_solver(T, p, m, q)
         return select_mic_model(e, X, Y, Z, check_random_state(e.random_state))
 
     t_sel, _ = run("mics selection only", mics_select)

@@ -11,10 +11,11 @@ course kept), and the bootstrap draws whole trials.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from scipy.optimize import linear_sum_assignment
 from sklearn.base import clone
 from sklearn.utils import check_random_state
@@ -78,16 +79,19 @@ def _check_data(X, Y, Z):
     return Xv, np.asarray(Y, dtype=float), np.asarray(Z, dtype=float)
 
 
-def _improvement(estimator, X, Y, Z, groups=None):
+def _improvement(estimator, X, Y, Z, groups=None, cv_only=False):
     """Best CV improvement of a channel model over K=0 (baseline with additive Z).
 
     The improvement of the *selected* model is zero whenever the one-SEM
     rule picks K=0, so its null distribution is a spike at zero and the
     p-value would only restate the selection. The best improvement over
     ``K >= 1`` is continuous, and the same procedure applied to shifted data
-    gives its null.
+    gives its null. ``cv_only`` skips the final fit on all samples, which a
+    null statistic does not use (the returned model then has
+    ``cv_results_`` only).
     """
     model = clone(estimator).set_params(n_channels=None, verbose=0, n_jobs=1)
+    model._cv_only = cv_only
     model.fit(X, Y, Z, groups=groups)
     loss = model.cv_results_["n_channels_mean_loss"]
     return float(loss[0] - np.min(loss[1:])), model
@@ -112,6 +116,7 @@ def _roll_lazy(Z, shift, axis=0):
 def _improvement_from_moments(estimator, moments):
     """:func:`_improvement` of one data set given its fold moments (a Dask task)."""
     model = clone(estimator).set_params(n_channels=None, verbose=0, n_jobs=1)
+    model._cv_only = True
     total, folds = moments
     model._fit_raw_moments(total, folds, False)
     loss = model.cv_results_["n_channels_mean_loss"]
@@ -269,8 +274,8 @@ def test_modulation(
     if chunked:
         results = _chunked_nulls(fixed, X, Y, Z, nulls, groups, n_jobs)
     else:
-        jobs = (delayed(_improvement)(fixed, X, Y, Zs, groups) for Zs in nulls)
-        results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+        jobs = (delayed(_improvement)(fixed, X, Y, Zs, groups, True) for Zs in nulls)
+        results = _ordered_results(jobs, n_jobs, stoppable=stop_after is not None)
     null_dist = _collect_null(results, observed, n_permutations, stop_after, verbose)
     shifts = shifts[: null_dist.size]
     if perms is not None:
@@ -282,6 +287,25 @@ def test_modulation(
 
 
 test_modulation.__test__ = False
+
+
+def _ordered_results(jobs, n_jobs, stoppable):
+    """Results of joblib ``jobs`` in submission order, lazily.
+
+    A test that may stop early runs whole batches of ``4 * n_jobs`` jobs,
+    one ``Parallel`` call each on the same workers: dropping a joblib result
+    generator mid-way aborts it, which kills the loky worker processes and
+    makes the next test pay for new ones (a new interpreter importing numpy,
+    scipy and numba each time). At most a batch of fits beyond the stopping
+    point is wasted, and which fits are used does not change.
+    """
+    if not stoppable or effective_n_jobs(n_jobs) == 1:
+        yield from Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+        return
+    batch = 4 * effective_n_jobs(n_jobs)
+    with Parallel(n_jobs=n_jobs) as parallel:
+        while chunk := list(itertools.islice(jobs, batch)):
+            yield from parallel(chunk)
 
 
 def _collect_null(results, observed, n_permutations, stop_after, verbose):

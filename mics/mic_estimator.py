@@ -176,6 +176,12 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
     of Z). ``loss_history_`` is in squared units of Y.
     """
 
+    # Set on private clones by mics.inference: a null statistic of the
+    # modulation test needs cv_results_ only, so the selection returns before
+    # the fit on all samples (after all of its random draws, so the selection
+    # itself is unchanged). Not a parameter: clone() resets it.
+    _cv_only = False
+
     def __init__(
         self,
         rank=None,
@@ -269,6 +275,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             rank, n_channels, self.cv_results_, raw = select_mic_model(
                 self, X, Y, Z, rng, groups=groups
             )
+            if self._cv_only:
+                return self
         else:
             rank, n_channels = int(self.rank), int(self.n_channels)
             raw = compute_moments(X, Y, Z, interaction=self.solver_ == "moments")
@@ -505,6 +513,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
                 for tr, te, t, e in folds
             ]
             rank, n_channels, self.cv_results_ = select_from_moments(self, total, folds, rng)
+            if self._cv_only:
+                return self
         else:
             rank, n_channels = int(self.rank), int(self.n_channels)
         cm = total.centered()
@@ -686,6 +696,7 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             n_fits=n_fits,
             n_folds=n_folds,
             n_candidates=n_candidates,
+            max_iter=self.max_iter,
         )
 
     # -------------------------------------------------------------- predict

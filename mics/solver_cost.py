@@ -14,6 +14,13 @@ modulator (a few variables) with long recordings. A third population as
 modulator (``m`` in the hundreds) makes its moments both huge and slow to
 form, and the data path wins. The estimates below are flop and byte counts
 of the dominant terms; they need only be right within a small factor.
+
+The two paths' flops are not equally fast. The data path's are BLAS
+products of tall data blocks; the moment path's per-sweep contractions
+stream the whole ``(p m)^2`` scatter from memory for every block solve and
+run several times slower a flop. ``benchmarks/solver_choice.py`` times both
+paths on a grid of modulator sizes and checks that ``"auto"`` picks the
+faster one (``results/population/solver_choice.txt``).
 """
 
 from __future__ import annotations
@@ -22,12 +29,31 @@ from mics.moments import moment_nbytes
 
 __all__ = ["path_costs", "choose_solver"]
 
-# Typical sweeps of one fit (restarts' probes, modulation and joint stages).
+# Typical sweeps of one fit (restarts' probes, modulation and joint stages),
+# unless the estimator's max_iter caps them lower.
 _SWEEPS_PER_FIT = 100
+# Data-path (BLAS) flops that one flop of the moment path's per-sweep scatter
+# contractions costs in time. Measured at T = 4000, p = 79, q = 31, m = 31 in
+# the studies' capped selection (284 sweeps): about 20 ms a sweep for ~18
+# Mflop on the moments (memory-bound), 7 ms for ~50 Mflop on the data, a
+# ratio of about 8. Without it "auto" chose the moments there, 3x slower;
+# benchmarks/solver_choice.py checks the choice on a grid of m.
+_MOMENT_SWEEP_COST = 8.0
 
 
-def path_costs(n_samples, p, q, m, *, n_channels=1, n_fits=1, n_folds=0, n_candidates=1):
-    """Estimated flops and peak bytes of the moment and data paths.
+def path_costs(
+    n_samples,
+    p,
+    q,
+    m,
+    *,
+    n_channels=1,
+    n_fits=1,
+    n_folds=0,
+    n_candidates=1,
+    max_iter=None,
+):
+    """Estimated cost (in data-path flops) and peak bytes of the moment and data paths.
 
     Parameters
     ----------
@@ -41,31 +67,35 @@ def path_costs(n_samples, p, q, m, *, n_channels=1, n_fits=1, n_folds=0, n_candi
         Held-out blocks scored (0 without selection).
     n_candidates : int
         Candidate models scored per held-out block.
+    max_iter : int, optional
+        The estimator's sweep cap; fewer sweeps a fit make the moment pass
+        harder to pay back.
 
     Returns
     -------
     dict
-        ``{"moments": (flops, bytes), "data": (flops, bytes)}``.
+        ``{"moments": (cost, bytes), "data": (cost, bytes)}``; costs in flops
+        of the data path's BLAS products (moment-path sweeps weighted by
+        their measured slowness, ``_MOMENT_SWEEP_COST``).
     """
     T, K = n_samples, max(int(n_channels), 1)
+    sweeps = _SWEEPS_PER_FIT if max_iter is None else min(_SWEEPS_PER_FIT, int(max_iter))
     d = (p + 1) * (m + 1)
     # moments: the pass (the Gram's distinct blocks, about half of T d^2 for
     # large m), per-sweep contractions of the (pm)^2 scatter, and held-out
     # scores as quadratic forms in the fold's d x d Gram.
     pass_flops = T * d * d * (m + 2) / (m + 1)
-    sweep_moments = 3.0 * p * p * m * m * K + 6.0 * p * m * q * K
+    sweep_moments = _MOMENT_SWEEP_COST * (3.0 * p * p * m * m * K + 6.0 * p * m * q * K)
     heldout_moments = 2.0 * d * d * (1 + min(p, q) + m + K)
     flops_moments = (
-        pass_flops
-        + n_fits * _SWEEPS_PER_FIT * sweep_moments
-        + n_folds * n_candidates * heldout_moments
+        pass_flops + n_fits * sweeps * sweep_moments + n_folds * n_candidates * heldout_moments
     )
     # raw + centred copies of the moments, plus the operator's transposed scatter
     bytes_moments = 2 * moment_nbytes(p, m, q) + 8 * (p * m) ** 2
     # data: weighted Grams (diagonal blocks by dsyrk) and the right-hand
     # sides each sweep, plus the interaction start Phi^T R (2 T p m q) per fit.
     sweep_data = T * (p * p + m * m) * K * K + 8.0 * T * (p + m + q) * K + 2.0 * T * q * (p + m)
-    flops_data = n_fits * (_SWEEPS_PER_FIT * sweep_data + 2.0 * T * p * m * q)
+    flops_data = n_fits * (sweeps * sweep_data + 2.0 * T * p * m * q)
     # centred copies of the data, residuals, K scaled copies, linear moments
     bytes_data = 8 * (T * (p + m + 2 * q + K * max(p, m)) + 2 * (p + m + q) ** 2 + p * m * q)
     return {"moments": (flops_moments, bytes_moments), "data": (flops_data, bytes_data)}

@@ -20,9 +20,13 @@ Per session:
    and then fixed, ``cv=5, max_channels=2, n_init=1, max_iter=50``.
 5. The model with the selected K (at least one channel) is refitted and its
    decomposition bootstrapped over whole trials (``mics.bootstrap_channels``).
-6. Negative control: the same analysis with the modulator of the next
-   session (all sessions have 128 trials of 49 samples, so trials match by
-   count), ``--control-perm`` permutations.
+6. Negative controls: the same analysis with the modulator of every other
+   session (``--control-donors`` of them; all sessions have 128 trials of 49
+   samples, so trials match by count), ``--control-perm`` permutations with
+   Besag-Clifford early stopping after ``--control-stop`` exceedances (the
+   p-value stays exact; a clearly null control stops early). A modulator
+   recorded in another animal cannot gate this session, so about 5% of
+   the controls should reach p <= 0.05 and no more.
 
 Across sessions: Holm correction within each modulator set (7 tests) and
 over all 21 tests, and a summed-statistic permutation test per modulator set.
@@ -47,11 +51,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from tqdm import tqdm
 
 import mics
+import mics.datasets
 from mics.decomposition import PARTS, decompose
-from mics.io import load_park2024
 
 try:  # run as a script (studies/ on sys.path) or imported as studies.park2024_state_gating
     import study_tools as tools
@@ -62,8 +67,11 @@ MODULATORS = {"pupil": ["pupil"], "running": ["speed"], "pupil+running": ["pupil
 ALPHA = 0.05
 
 
-def load_sessions(data, n_sessions=None):
+def load_sessions(n_sessions=None):
     """Condition-mean residuals, modulators and trial labels of each session.
+
+    The recordings come from :mod:`mics.datasets`: a local copy
+    (``$MICS_DATA_DIR`` or ``../shared/data``) or a verified download.
 
     Returns
     -------
@@ -71,12 +79,9 @@ def load_sessions(data, n_sessions=None):
         ``session``; ``activity`` (T, n_neurons) residuals; ``modulators``
         (T, 2) pupil and speed as recorded; ``trial`` and ``direction`` (T,).
     """
-    files = sorted((data / "park2024").glob("*_grat-000_data.mat"))
-    if not files:
-        raise FileNotFoundError(f"no Park et al. 2024 sessions in {data / 'park2024'}")
     sessions = []
-    for f in files[:n_sessions]:
-        ds = load_park2024(f)
+    for name in mics.datasets.PARK2024_SESSIONS[:n_sessions]:
+        ds = mics.datasets.park2024(name)
         resid = mics.preprocessing.subtract_condition_means(ds["activity"], "direction")
         sessions.append(
             dict(
@@ -97,7 +102,7 @@ def split(activity, seed):
     return activity[:, np.sort(order[:half])], activity[:, np.sort(order[half:])]
 
 
-def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed):
+def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None):
     """One session, one modulator set: selection, trial-null test and bootstrap."""
     X, Y = split(sess["activity"], 0)
     Z = donor["modulators"][MODULATORS[modset]].to_numpy()
@@ -117,6 +122,7 @@ def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed):
         n_jobs=n_jobs,
         verbose=0,
         random_state=seed,
+        stop_after=stop_after,
     )
     null = res.null_distribution
     row = dict(
@@ -131,7 +137,7 @@ def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed):
         statistic=res.statistic,
         null_mean=float(null.mean()),
         null_q95=float(np.quantile(null, 0.95)),
-        n_perm=n_perm,
+        n_perm=len(null),
         p_value=res.p_value,
     )
     decomp = []
@@ -212,7 +218,7 @@ def summarize(tests, nulls):
             )
         )
         obs = sub.statistic.to_numpy()
-        null = np.stack([nulls[(s, modset, "real")] for s in sub.session])
+        null = np.stack([nulls[(s, modset, s)] for s in sub.session])
         rows.append(
             dict(
                 quantity=f"summed_statistic_p[{modset}]",
@@ -230,6 +236,17 @@ def summarize(tests, nulls):
         )
     )
     ctrl = tests[tests.analysis == "control"]
+    for modset in dict.fromkeys(ctrl.modulators):
+        sub = ctrl[ctrl.modulators == modset]
+        k = int(np.sum(sub.p_value > ALPHA))
+        rows.append(
+            dict(
+                quantity=f"control_nonsignificant[{modset}]",
+                value=k,
+                n=len(sub),
+                detail=tools.control_detail(k, len(sub)),
+            )
+        )
     k = int(np.sum(ctrl.p_value > ALPHA))
     rows.append(
         dict(
@@ -237,6 +254,19 @@ def summarize(tests, nulls):
             value=k,
             n=len(ctrl),
             detail=tools.control_detail(k, len(ctrl)),
+        )
+    )
+    # Do the real tests reject more often than the controls, run through the
+    # same analysis? (One-sided Fisher exact test on the two 2 x 2 counts.)
+    k_real = int(np.sum(real.p_value <= ALPHA))
+    k_ctrl = len(ctrl) - k
+    table = [[k_real, len(real) - k_real], [k_ctrl, len(ctrl) - k_ctrl]]
+    rows.append(
+        dict(
+            quantity="real_vs_control_fisher_p",
+            value=float(stats.fisher_exact(table, alternative="greater").pvalue),
+            n=len(real) + len(ctrl),
+            detail=f"significant: real {k_real}/{len(real)}, controls {k_ctrl}/{len(ctrl)}",
         )
     )
     return pd.DataFrame(rows)
@@ -312,7 +342,8 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
         f"Generated by `python studies/park2024_state_gating.py` "
         f"({len(real.session.unique())} sessions, {args.n_perm} trial permutations per test, "
         f"{args.control_perm} per control, {args.n_boot} trial bootstraps, "
-        f"{args.n_splits} random splits; run time {seconds / 60:.1f} min with "
+        f"{args.n_splits} random splits, {args.n_donors} other-session modulators per "
+        f"session as controls; run time {seconds / 60:.1f} min with "
         f"n_jobs={args.n_jobs}, {args.cached} of {len(tests)} tests read from the cache of an "
         "earlier run). Every number below is in the CSV tables beside this file.",
         "",
@@ -353,9 +384,19 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
         f"significant ({s.loc['significant_holm_all', 'detail']})."
     )
     lines.append(
-        f"- Negative control (modulator of the next session): non-significant in "
-        f"{count('control_nonsignificant')} "
-        f"({s.loc['control_nonsignificant', 'detail']}); target >= 95%."
+        f"- Negative controls (each session with the modulator of each other session): "
+        f"non-significant in {count('control_nonsignificant')} "
+        f"({s.loc['control_nonsignificant', 'detail']}); target >= 95%. Per modulator set: "
+        + "; ".join(
+            f"{m} {count(f'control_nonsignificant[{m}]')}"
+            for m in dict.fromkeys(tests[tests.analysis == "control"].modulators)
+        )
+        + "."
+    )
+    lines.append(
+        f"- Real tests against controls: {s.loc['real_vs_control_fisher_p', 'detail']}; "
+        f"one-sided Fisher exact p = {float(s.loc['real_vs_control_fisher_p', 'value']):.3f} "
+        "for the real tests rejecting more often than the controls."
     )
     lines.append(
         f"- Selected channels on the real data (split 0): K = 0 in "
@@ -402,8 +443,11 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
         + (", so it cannot reject anything" if 1 / (args.n_perm + 1) > ALPHA / len(real) else "")
         + ". The primary family is the sessions within one modulator set, with the summed "
         "statistic as the across-session test.",
-        "- Controls use fewer permutations than the real tests to fit the time budget; the "
-        "test stays exact.",
+        f"- Controls use {args.control_perm} permutations, stopped early after "
+        f"{args.control_stop} null statistics reach the observed one (Besag and Clifford "
+        "1991), to fit the time budget; the p-values stay exact. The controls share "
+        "sessions and donors, so they are not independent and the interval above is "
+        "approximate.",
         "",
         "![summary](park2024.png)",
         "",
@@ -433,8 +477,20 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=None, help="first N sessions only")
-    parser.add_argument("--n-perm", type=int, default=199)
-    parser.add_argument("--control-perm", type=int, default=99)
+    parser.add_argument("--n-perm", type=int, default=499)
+    parser.add_argument("--control-perm", type=int, default=39)
+    parser.add_argument(
+        "--control-stop",
+        type=int,
+        default=10,
+        help="stop a control's test after this many null statistics reach the observed one",
+    )
+    parser.add_argument(
+        "--control-donors",
+        type=int,
+        default=None,
+        help="other sessions whose modulator each session borrows (default: all)",
+    )
     parser.add_argument("--n-boot", type=int, default=50)
     parser.add_argument("--n-splits", type=int, default=5)
     parser.add_argument(
@@ -452,19 +508,25 @@ def main(argv=None):
     t0 = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # The control of session i borrows the modulator of session i + 1 among all
-    # sessions, so `--sessions N` runs the same tests as the first N of a full run.
-    donors = load_sessions(tools.data_dir())
+    # The controls of session i borrow the modulators of sessions i + 1, i + 2,
+    # ... among all sessions, so `--sessions N` runs the same tests as the
+    # first N of a full run.
+    donors = load_sessions()
     sessions = donors[: args.sessions]
     args.n_available = len(donors)
+    n_donors = len(donors) - 1 if args.control_donors is None else args.control_donors
+    if not 0 <= n_donors < len(donors):
+        parser.error(f"--control-donors must be in 0..{len(donors) - 1}")
+    args.n_donors = n_donors
     # Modulator-set major: an interrupted run leaves whole sets finished in the cache.
     jobs = [
-        (sess, donor, modset, n_perm)
+        (sess, donor, modset, n_perm, stop)
         for modset in args.modulators
         for i, sess in enumerate(sessions)
-        for donor, n_perm in [
-            (sess, args.n_perm),
-            (donors[(i + 1) % len(donors)], args.control_perm),
+        for donor, n_perm, stop in [(sess, args.n_perm, None)]
+        + [
+            (donors[(i + j) % len(donors)], args.control_perm, args.control_stop)
+            for j in range(1, n_donors + 1)
         ]
     ]
     rows, nulls, decomp = [], {}, []
@@ -472,19 +534,22 @@ def main(argv=None):
     # where it stopped (and `--sessions N` can summarise the first N sessions).
     cache = out / "cache"
     cache.mkdir(exist_ok=True)
-    for sess, donor, modset, n_perm in tqdm(jobs, desc="tests (session x modulators)"):
-        key = f"{sess['session']}_{donor['session']}_{modset}_{n_perm}_{args.n_boot}_{args.seed}"
+    for sess, donor, modset, n_perm, stop in tqdm(jobs, desc="tests (session x modulators)"):
+        key = (
+            f"{sess['session']}_{donor['session']}_{modset}_{n_perm}_{stop}_{args.n_boot}_"
+            f"{args.seed}"
+        )
         path = cache / f"{key}.pkl"
         if path.exists():
             row, null, dec = pd.read_pickle(path)
             args.cached += 1
         else:
             row, null, dec = run_test(
-                sess, donor, modset, n_perm, args.n_boot, args.n_jobs, args.seed
+                sess, donor, modset, n_perm, args.n_boot, args.n_jobs, args.seed, stop
             )
             pd.to_pickle((row, null, dec), path)
         rows.append(row)
-        nulls[(row["session"], modset, row["analysis"])] = null
+        nulls[(row["session"], modset, row["modulator_session"])] = null
         decomp += dec
     tests = pd.DataFrame(rows)
     real = tests.analysis == "real"

@@ -1,4 +1,4 @@
-"""Shared pieces of the real-data studies: data path, multiple testing, binomial CIs.
+"""Shared pieces of the real-data studies: multiple testing, binomial CIs, the statistic.
 
 Kept outside the package: these are the studies' own bookkeeping, not
 part of the ``mics`` API.
@@ -6,7 +6,6 @@ part of the ``mics`` API.
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 
@@ -22,15 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # procedure as the real one; cheaper settings (5 folds, at most 2 channels,
 # one start, 50 alternating sweeps) only cost power.
 CHEAP = dict(cv=5, max_channels=2, n_init=1, max_iter=50, tol=1e-5, verbose=0)
-
-
-def data_dir() -> Path:
-    """The shared recordings: ``$MICS_DATA_DIR`` or ``../shared/data`` beside the repo."""
-    env = os.environ.get("MICS_DATA_DIR")
-    path = Path(env) if env else ROOT.parent / "shared" / "data"
-    if not path.is_dir():
-        raise FileNotFoundError(f"real recordings not found at {path}; set MICS_DATA_DIR")
-    return path
 
 
 def holm(p_values) -> np.ndarray:

@@ -215,6 +215,25 @@ def test_auto_solver_chooses_by_cost_and_memory():
     assert MICs()._choose_solver(3000, 60, 3, 40) == "moments"
 
 
+def test_auto_solver_picks_the_path_measured_faster():
+    # Times measured by benchmarks/solver_choice.py (results/population/
+    # solver_choice.txt) on the Semedo sample's shape (T=4000, p=79, q=31):
+    # the capped selection of the studies took 6.7 s on the moments and 2.1 s
+    # on the data at m=31 (auto used to pick the moments), 0.58 s and 1.26 s at
+    # m=10; the default selection at m=3 took 0.9 s and 13.8 s.
+    capped = dict(rank=2, cv=5, max_channels=2, n_init=1, max_iter=50)
+    assert MICs(**capped)._choose_solver(4000, 79, 31, 31) == "data"
+    assert MICs(**capped)._choose_solver(4000, 79, 10, 31) == "moments"
+    assert MICs(rank=2)._choose_solver(4000, 79, 3, 31) == "moments"
+    assert MICs(rank=2)._choose_solver(4000, 79, 60, 31) == "data"
+    # fewer sweeps a fit leave less time for the moment pass to pay back
+    few = path_costs(4000, 79, 31, 10, n_fits=11, max_iter=20)
+    many = path_costs(4000, 79, 31, 10, n_fits=11)
+    assert few["moments"][0] < many["moments"][0] and few["data"][0] < many["data"][0]
+    saved_data = many["data"][0] - few["data"][0]
+    assert saved_data > many["moments"][0] - few["moments"][0] > 0
+
+
 # --------------------------------------------------------------- simulation
 def test_population_modulator_gates_through_a_subset_of_neurons():
     X, Y, Z, truth = simulate(

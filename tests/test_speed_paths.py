@@ -152,6 +152,61 @@ def test_sequential_modulation_test_same_for_one_and_two_jobs():
         assert a.p_value == pytest.approx(2 / a.null_distribution.size)
 
 
+@pytest.mark.parametrize("groups", [None, "trials"])
+def test_null_statistic_skips_only_the_final_fit(groups):
+    """A null statistic needs the CV losses only: the same value, no final fit."""
+    import mics
+    from mics.inference import _improvement
+
+    X, Y, Z, _ = make_mic_data(T=400, p=6, q=5, m=2, K=1, seed=3)
+    g = np.repeat(np.arange(40), 10) if groups else None
+    est = mics.MICs(rank=2, cv=4, max_channels=2, n_init=1, random_state=0, verbose=0)
+    Zs = np.roll(Z, 97, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full, model = _improvement(est, X, Y, Zs, g)
+        quick, skipped = _improvement(est, X, Y, Zs, g, cv_only=True)
+    assert quick == full
+    for key, value in model.cv_results_.items():
+        np.testing.assert_array_equal(skipped.cv_results_[key], value)
+    assert hasattr(model, "coef_") and not hasattr(skipped, "coef_")
+    # the flag is private to that clone
+    assert not mics.MICs()._cv_only and "_cv_only" not in mics.MICs().get_params()
+
+
+@pytest.mark.slow
+def test_stopped_tests_keep_their_worker_processes():
+    """Stopping early must not abort joblib's workers (respawning cost ~4.6 s a test)."""
+    import os
+    import subprocess
+
+    import mics
+
+    def children():
+        out = subprocess.run(["pgrep", "-P", str(os.getpid())], capture_output=True, text=True)
+        return set(out.stdout.split())
+
+    X, Y, Z, _ = make_mic_data(T=300, p=6, q=5, m=2, K=0, seed=4)
+    est = mics.MICs(rank=2, cv=3, max_channels=1, n_init=0, random_state=0, verbose=0)
+    kw = dict(n_permutations=99, min_shift=30, verbose=0, stop_after=1, n_jobs=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # a test run to the end leaves the pool's workers alive ...
+        mics.test_modulation(
+            est, X, Y, Z, random_state=0, **{**kw, "stop_after": None, "n_permutations": 4}
+        )
+        workers = children()
+        # ... and stopped tests must keep them
+        first = mics.test_modulation(est, X, Y, Z, random_state=0, **kw)
+        second = mics.test_modulation(est, X, Y, Z, random_state=1, **kw)
+        assert workers <= children()
+    assert first.null_distribution.size < 99 and second.null_distribution.size < 99
+    assert not [w for w in caught if "cancelled" in str(w.message)]
+    # the batches change nothing about which null fits are used
+    serial = mics.test_modulation(est, X, Y, Z, random_state=1, **{**kw, "n_jobs": 1})
+    np.testing.assert_array_equal(serial.null_distribution, second.null_distribution)
+
+
 # ---------------------------------------------------------------- BLAS threads, CV tolerance
 def test_single_blas_thread_limits_and_restores():
     from threadpoolctl import threadpool_info

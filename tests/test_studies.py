@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 import mics
 from tests.conftest import ROOT
@@ -61,13 +62,16 @@ def test_improvement_is_the_statistic_of_test_modulation():
     assert model.n_channels_ == res.n_channels
 
 
-def _check_tests_table(tests):
+def _check_tests_table(tests, stop=None):
     n = tests.n_perm.to_numpy()
     p = tests.p_value.to_numpy()
     assert np.all((p > 0) & (p <= 1))
-    # p-values live on the grid k / (n_perm + 1), k >= 1
+    # p-values live on the grid k / (n_perm + 1), k >= 1, or are Besag-Clifford's
+    # stop / n_perm for a control stopped early (n_perm = permutations run)
     k = p * (n + 1)
-    np.testing.assert_allclose(k, np.round(k), atol=1e-9)
+    on_grid = np.isclose(k, np.round(k), atol=1e-9)
+    stopped = np.isclose(p, (stop or np.nan) / n)
+    assert np.all(on_grid | stopped)
     assert set(tests.analysis) == {"real", "control"}
 
 
@@ -82,13 +86,16 @@ def test_park_study_end_to_end(data_dir, tmp_path):
     import park2024_state_gating as park
 
     tests, splits, decomp, summary = park.main(
-        ["--sessions", "2", "--n-perm", "4", "--control-perm", "4", "--n-splits", "2",
-         "--n-boot", "2", "--modulators", "pupil+running", "--n-jobs", "1",
-         "--out", str(tmp_path)]
+        ["--sessions", "2", "--n-perm", "4", "--control-perm", "9", "--control-stop", "2",
+         "--control-donors", "2", "--n-splits", "2", "--n-boot", "2",
+         "--modulators", "pupil+running", "--n-jobs", "1", "--out", str(tmp_path)]
     )  # fmt: skip
-    _check_tests_table(tests)
+    _check_tests_table(tests, stop=2)
     ctrl = tests[tests.analysis == "control"]
-    assert len(ctrl) == 2 and np.all(ctrl.modulator_session != ctrl.session)
+    # each session borrows the modulators of the next two sessions
+    assert len(ctrl) == 4 and np.all(ctrl.modulator_session != ctrl.session)
+    assert np.all(ctrl.groupby("session").modulator_session.nunique() == 2)
+    assert np.all(ctrl.n_perm <= 9)
     real = tests[tests.analysis == "real"]
     assert np.all(real.modulator_session == real.session)
     assert np.all(real.n_source + real.n_target <= 74) and np.all(
@@ -101,6 +108,11 @@ def test_park_study_end_to_end(data_dir, tmp_path):
     np.testing.assert_allclose(s0.loc[real.session], real.statistic, rtol=1e-8)
     s = summary.set_index("quantity")
     assert s.loc["control_nonsignificant", "value"] == np.sum(ctrl.p_value > 0.05)
+    k_real, k_ctrl = np.sum(real.p_value <= 0.05), np.sum(ctrl.p_value <= 0.05)
+    fisher = stats.fisher_exact(
+        [[k_real, len(real) - k_real], [k_ctrl, len(ctrl) - k_ctrl]], alternative="greater"
+    )
+    assert s.loc["real_vs_control_fisher_p", "value"] == pytest.approx(fisher.pvalue)
     for name in ("tests.csv", "splits.csv", "sessions.csv", "summary.csv", "README.md"):
         assert (tmp_path / name).stat().st_size > 0
     assert (tmp_path / "park2024.png").read_bytes()[:4] == b"\x89PNG"
@@ -113,12 +125,19 @@ def test_semedo_study_end_to_end(data_dir, tmp_path):
     import semedo2019_third_population as semedo
 
     subs, tests, decomp, summary = semedo.main(
-        ["--n-perm", "4", "--control-perm", "4", "--n-controls", "2", "--n-boot", "2",
-         "--n-jobs", "1", "--out", str(tmp_path)]
+        ["--n-perm", "4", "--control-perm", "9", "--control-stop", "2", "--n-controls", "2",
+         "--n-boot", "2", "--n-jobs", "1", "--out", str(tmp_path)]
     )  # fmt: skip
-    _check_tests_table(tests)
-    assert list(tests.modulator) == ["V1 held-out", "time-reversed", "trial-permuted 1"]
-    _check_decomposition(decomp, ["n_channels_fitted"])
+    _check_tests_table(tests, stop=2)
+    # both forms of the held-out population, each with its own controls
+    assert list(tests.control) == ["real", "time-reversed", "trial-permuted 1"] * 2
+    assert list(tests.modulator) == [semedo.MODULATOR_NEURONS] * 3 + [semedo.MODULATOR_PCS] * 3
+    assert list(tests.n_modulators) == [31] * 3 + [3] * 3
+    _check_decomposition(decomp, ["modulator"])
+    s = summary.set_index("quantity")
+    real = tests[tests.analysis == "real"]
+    holm = [s.loc[f"modulation_p_holm[{m}]", "value"] for m in real.modulator]
+    np.testing.assert_allclose(holm, study_tools.holm(real.p_value))
     # the paper's central result with trial-blocked 10-fold CV: fewer predictive
     # dimensions V1 -> V2 than V1 -> V1 (ranks 2 and 5 on this sample)
     rank = subs[subs.selected].set_index("target")["rank"]

@@ -33,6 +33,11 @@ NEEDS = {
     "recovery.md": [],
     "semedo_v1_v2.md": ["semedo2019/sample_data.mat"],
     "park_behaviour.md": ["park2024/230809_mrcuts28_fov4_grat-000_data.mat"],
+    "park_study.md": [
+        f"park2024/{s}_grat-000_data.mat"
+        for s in ("230809_mrcuts28_fov4", "230810_mrcuts29_fov2", "230814_mrcuts30_fov1")
+    ],
+    "semedo_study.md": ["semedo2019/sample_data.mat"],
     "suite2p_to_fit.md": ["suite2p_pynapple/F.npy"],
     "dask_scaling.md": [],
 }
