@@ -218,7 +218,12 @@ def _finding(row, explained=None):
     if row.p_value > ALPHA:
         return text + "No modulation detected at 0.05 (a negative result)."
     text += "Modulation detected at 0.05."
-    if row.n_channels == 0:
+    if row.statistic < 0:
+        text += (
+            " The statistic is negative: one channel predicts held-out trials worse than "
+            "none, only less badly than with the modulator's trials permuted."
+        )
+    elif row.n_channels == 0:
         text += (
             " The one-SEM rule still keeps K = 0: the gain of a channel is small compared "
             "with its fold-to-fold spread, though larger than under most permutations."
