@@ -93,8 +93,13 @@ def _improvement(estimator, X, Y, Z, groups=None, cv_only=False):
     model = clone(estimator).set_params(n_channels=None, verbose=0, n_jobs=1)
     model._cv_only = cv_only
     model.fit(X, Y, Z, groups=groups)
+    return _best_gain(model), model
+
+
+def _best_gain(model):
+    """CV loss of K = 0 minus the best CV loss over K >= 1 (the test statistic)."""
     loss = model.cv_results_["n_channels_mean_loss"]
-    return float(loss[0] - np.min(loss[1:])), model
+    return float(loss[0] - np.min(loss[1:]))
 
 
 def _lazy_data(X, Y, Z):
@@ -119,8 +124,7 @@ def _improvement_from_moments(estimator, moments):
     model._cv_only = True
     total, folds = moments
     model._fit_raw_moments(total, folds, False)
-    loss = model.cv_results_["n_channels_mean_loss"]
-    return float(loss[0] - np.min(loss[1:])), None
+    return _best_gain(model), None
 
 
 def _chunked_nulls(fixed, X, Y, Z, nulls, groups, n_jobs):

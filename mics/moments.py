@@ -199,17 +199,25 @@ class CenteredMoments:
 
 
 def check_interaction(raw):
-    """Refuse raw moments whose interaction block is empty (``interaction=False`` zeros).
+    """Refuse raw moments without interaction terms (``interaction=False``).
 
     Parameters
     ----------
-    raw : RawMoments
+    raw : RawMoments or RawLinearMoments
 
     Raises
     ------
     ValueError
-        When there are source, modulator and samples but ``Phi^T Phi`` is all zero.
+        For linear-only moments (``RawLinearMoments``), and for ``RawMoments``
+        with source, modulator and samples whose ``Phi^T Phi`` is all zero.
     """
+    from mics.linear_moments import RawLinearMoments
+
+    if isinstance(raw, RawLinearMoments):
+        raise ValueError(
+            "these moments hold no interaction terms (computed with interaction=False); "
+            "recompute them with interaction=True."
+        )
     p, m = raw.G.shape[0] - 1, raw.G.shape[1] - 1
     if p and m and raw.n and not np.any(raw.G[1:, 1:, 1:, 1:]):
         raise ValueError(

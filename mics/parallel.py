@@ -305,20 +305,14 @@ def fit_from_moments(
         a_k^T phi_mean c_k`` (means from ``raw.centered()``).
     """
     from mics.estimators import _check_alpha
+    from mics.linear_moments import RawLinearMoments
     from mics.mic_estimator import MICs
     from mics.modulation import MomentOperator, fit_mic_model
     from mics.units import InputScales, restore_fit
 
     _check_alpha(alpha)
-    from mics.linear_moments import RawLinearMoments
-
-    if isinstance(raw, RawLinearMoments):
-        raise ValueError(
-            "these moments hold no interaction terms (computed with interaction=False); "
-            "recompute them with interaction=True."
-        )
-    if isinstance(raw, RawMoments):
-        check_interaction(raw)
+    if isinstance(raw, (RawMoments, RawLinearMoments)):
+        check_interaction(raw)  # refuses linear-only moments too
         cm = raw.centered()
     elif isinstance(raw, CenteredMoments):
         cm = raw

@@ -358,6 +358,8 @@ def test_worker_config_drops_malloc_trim_only():
 @pytest.mark.parametrize("gap", [0, 7])
 def test_chunked_selection_reads_each_row_once(data, monkeypatch, gap):
     """Without a gap the held-out blocks partition the rows: the total is their sum."""
+    import dask
+
     import mics.chunked
     import mics.parallel
 
@@ -375,8 +377,6 @@ def test_chunked_selection_reads_each_row_once(data, monkeypatch, gap):
 
     monkeypatch.setattr(mics.parallel, "_block_moments", counting)
     monkeypatch.setattr(mics.chunked, "_xy_block", counting_xy)
-    import dask
-
     with dask.config.set(scheduler="sync"):
         mics.MICs(rank=2, max_channels=1, cv=5, gap=gap, random_state=0, verbose=0).fit(
             *lazy(X, Y, Z)

@@ -218,9 +218,10 @@ def test_auto_solver_chooses_by_cost_and_memory():
 def test_auto_solver_picks_the_path_measured_faster():
     # Times measured by benchmarks/solver_choice.py (results/population/
     # solver_choice.txt) on the Semedo sample's shape (T=4000, p=79, q=31):
-    # the capped selection of the studies took 6.7 s on the moments and 2.1 s
-    # on the data at m=31 (auto used to pick the moments), 0.58 s and 1.26 s at
-    # m=10; the default selection at m=3 took 0.9 s and 13.8 s.
+    # the capped selection of the studies took 5.95 s on the moments and 1.92 s
+    # on the data at m=31 (auto used to pick the moments), 0.44 s and 0.87 s at
+    # m=10; the default selection took 1.10 s and 12.03 s at m=3, 133.7 s and
+    # 34.1 s at m=60.
     capped = dict(rank=2, cv=5, max_channels=2, n_init=1, max_iter=50)
     assert MICs(**capped)._choose_solver(4000, 79, 31, 31) == "data"
     assert MICs(**capped)._choose_solver(4000, 79, 10, 31) == "moments"
