@@ -27,7 +27,7 @@ Four parts, each run in a fresh subprocess so that its peak resident memory
 Usage::
 
     python benchmarks/population.py large
-    python benchmarks/population.py ratio [--v01-m100 full|rank]
+    python benchmarks/population.py ratio [--v01-m100 full|rank|skip] [--previous REF]
     python benchmarks/population.py recovery
     python benchmarks/population.py null --n-null 20
 
@@ -50,7 +50,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _baseline import extract_v01
+from _baseline import extract_ref, extract_v01
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "population"
@@ -156,10 +156,22 @@ def task_large_select(args):
 
     X, Y, Z, truth = independent_data(20000, 300, 100, 200, seed=args.seed)
     t = time.perf_counter()
-    est = MICs(random_state=0, verbose=0).fit(X, Y, Z)
+    est = MICs(random_state=0, verbose=0, n_jobs=args.n_jobs).fit(X, Y, Z)
     dt = time.perf_counter() - t
+    cv = est.cv_results_
     return dict(
-        seconds=dt, peak_mb=_peak_mb(), solver=est.solver_, rank=est.rank_, K=est.n_channels_
+        seconds=dt,
+        peak_mb=_peak_mb(),
+        solver=est.solver_,
+        n_jobs=args.n_jobs,
+        rank=est.rank_,
+        K=est.n_channels_,
+        # the one-SEM rule's inputs, to see why a rank or K was chosen
+        **{
+            f"{key}_{stat}": np.round(cv[f"{key}_{stat}"], 5).tolist()
+            for key in ("rank", "n_channels")
+            for stat in ("mean_loss", "sem_loss")
+        },
     )
 
 
@@ -187,12 +199,27 @@ def _ratio_data(m, seed):
     )
 
 
+def _warm_up(mics):
+    """Compile and load (numba, BLAS) on a tiny problem before timing, on both paths."""
+    w = mics.simulate(n_samples=300, n_source=10, n_target=8, n_modulators=3, random_state=1)[:3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for solver in ("moments", "data"):
+            try:
+                est = mics.MICs(random_state=0, cv=3, max_rank=2, max_channels=1, verbose=0)
+                est.set_params(solver=solver).fit(*w)
+            except ValueError:  # v0.1 has no solver parameter
+                mics.MICs(random_state=0, cv=3, max_rank=2, max_channels=1, verbose=0).fit(*w)
+
+
 def task_select(args):
     """Default selection of the current package (or of v0.1 on PYTHONPATH)."""
     import mics
 
     X, Y, Z, truth = _ratio_data(args.m, args.seed)
     kw = {} if args.rank is None else {"rank": args.rank}
+    _warm_up(mics)
+    per_k = _count_fits(mics)
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -209,7 +236,36 @@ def task_select(args):
         K=int(est.n_channels_),
         fms=float(fms),
         version=str(Path(mics.__file__).parent),
-    )
+        # per channel count: [fits, mean sweeps, seconds, fraction converged]
+        per_k={
+            K: [len(v), round(float(np.mean([f[0] for f in v])), 1),
+                round(sum(f[1] for f in v), 2), round(float(np.mean([f[2] for f in v])), 2)]
+            for K, v in sorted(per_k.items())
+        },
+    )  # fmt: skip
+
+
+def _count_fits(mics):
+    """Record sweeps, time and convergence of every ALS fit, by channel count.
+
+    Where the selection's time goes: the fits of one K across folds (and
+    the final fit). Versions without ``_fit_mic_model`` record nothing.
+    """
+    import mics.modulation as modulation
+
+    fits = {}
+    inner = getattr(modulation, "_fit_mic_model", None)
+    if inner is None:
+        return fits
+
+    def timed(op, rank, K, *args, **kwargs):
+        t = time.perf_counter()
+        fit = inner(op, rank, K, *args, **kwargs)
+        fits.setdefault(int(K), []).append((fit.n_iter, time.perf_counter() - t, fit.converged))
+        return fit
+
+    modulation._fit_mic_model = timed
+    return fits
 
 
 def task_recovery(args):
@@ -294,6 +350,7 @@ def _write(name, lines):
 
 # ----------------------------------------------------------------------------- parts
 def part_large(args):
+    name = "large" + (f"_{args.suffix}" if args.suffix else "")
     lines = ["T=20000, p=300, q=100, m=200 (independent generator, one planted channel)"]
     plain = run("large-plain", seed=args.seed)
     fit = run("large-fit", seed=args.seed)
@@ -303,24 +360,38 @@ def part_large(args):
         f"fixed-rank fit / 30 plain sweeps: {fit['seconds'] / plain['seconds']:.2f}x time"
     )
     if not args.skip_select:
-        sel = run("large-select", seed=args.seed)
+        sel = run("large-select", seed=args.seed, n_jobs=args.n_jobs)
         lines.append(f"MICs() default selection: {sel}")
-    _write("large", lines)
+    _write(name, lines)
 
 
 def part_ratio(args):
+    name = "ratio" + (f"_{args.suffix}" if args.suffix else "")
     lines = ["T=3000, p=60, q=40, true r=3, K=1, modulator_kind='population'"]
     new = {}
     for m in (3, 100):
         new[m] = run("select", m=m, seed=args.seed)
-        lines.append(f"this branch, m={m}: {new[m]}")
-        _write("ratio", lines)  # partial results survive a slow v0.1 run
+        lines.append(f"this tree, m={m}: {new[m]}")
+        _write(name, lines)  # partial results survive a slow v0.1 run
     lines.append(f"time ratio m=100 / m=3: {new[100]['seconds'] / new[3]['seconds']:.1f}x")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.previous:
+            # the same two selections of an earlier commit, back to back
+            extract_ref(args.previous, tmp)
+            for m in (3, 100):
+                old = run("select", pythonpath=tmp, m=m, seed=args.seed)
+                lines.append(f"{args.previous}, m={m}: {old}")
+                lines.append(
+                    f"  {args.previous} / this tree: {old['seconds'] / new[m]['seconds']:.2f}x"
+                )
+                _write(name, lines)
+    if args.v01_m100 == "skip":
+        return
     with tempfile.TemporaryDirectory() as tmp:
         extract_v01(tmp)
         old3 = run("select", pythonpath=tmp, m=3, seed=args.seed)
         lines.append(f"v0.1, m=3: {old3}")
-        _write("ratio", lines)
+        _write(name, lines)
         rank = None if args.v01_m100 == "full" else new[100]["rank"]
         old100 = run("select", pythonpath=tmp, m=100, seed=args.seed, rank=rank)
         what = "default selection" if rank is None else f"rank fixed at {rank}, K selected"
@@ -330,7 +401,7 @@ def part_ratio(args):
         for m, o in ((3, old3), (100, old100))
     )
     lines.append(f"same selections as v0.1: {same}")
-    _write("ratio", lines)
+    _write(name, lines)
 
 
 def part_recovery(args):
@@ -383,7 +454,10 @@ def main():
     ap.add_argument("--q", type=int, default=40)
     ap.add_argument("--max-channels", type=int, default=4)
     ap.add_argument("--n-null", type=int, default=20)
-    ap.add_argument("--v01-m100", choices=["full", "rank"], default="rank")
+    ap.add_argument("--v01-m100", choices=["full", "rank", "skip"], default="rank")
+    ap.add_argument("--n-jobs", type=int, help="folds side by side (part large's selection)")
+    ap.add_argument("--previous", help="git ref timed beside this tree (part ratio)")
+    ap.add_argument("--suffix", help="results/population/<part>_<suffix>.txt")
     ap.add_argument("--skip-select", action="store_true")
     args = ap.parse_args()
     if args.task:

@@ -580,7 +580,11 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         if self.rank is None:
             inner = ReducedRankRegressionCV(ranks=range(self.max_rank + 1), cv=self.cv)
             inner.fit(X, Y, groups=groups)
-            self.cv_results_ = inner.cv_results_
+            # also under the keys of a fit with a modulator ("rank_mean_loss",
+            # ...), so code reading either kind of fit needs no special case
+            from mics.selection import _prefixed
+
+            self.cv_results_ = {**inner.cv_results_, **_prefixed(inner.cv_results_, "rank")}
             rank = inner.rank_
         else:
             rank = check_rank(self.rank, p, q)

@@ -146,6 +146,21 @@ def test_fit_without_modulator_is_reduced_rank_regression(data):
     assert m.n_channels_ == 0
 
 
+def test_rank_selection_without_modulator_reports_the_prefixed_keys(data):
+    from mics import ReducedRankRegressionCV
+
+    X, Y, _, _ = data
+    m = MICs(max_rank=5, cv=5).fit(X, Y)
+    r = ReducedRankRegressionCV(ranks=range(6), cv=5).fit(X, Y)
+    assert m.rank_ == r.rank_
+    for stat in ("fold_loss", "mean_loss", "sem_loss", "mean_score"):
+        # the keys of a fit with a modulator, and the unprefixed ones as before
+        np.testing.assert_array_equal(m.cv_results_[f"rank_{stat}"], r.cv_results_[stat])
+        np.testing.assert_array_equal(m.cv_results_[stat], r.cv_results_[stat])
+    assert m.cv_results_["rank_best_index"] == r.cv_results_["best_index"]
+    np.testing.assert_array_equal(m.cv_results_["rank"], np.arange(6))
+
+
 def test_no_modulation_gives_small_weights_relative_to_true_signal():
     X, Y, Z, _ = make_mic_data(T=1500, p=30, q=20, weights=(0.0, 0.0), seed=4)
     Xs, Ys, Zs, _ = make_mic_data(T=1500, p=30, q=20, seed=4)
