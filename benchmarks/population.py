@@ -219,6 +219,10 @@ def task_select(args):
     X, Y, Z, truth = _ratio_data(args.m, args.seed)
     kw = {} if args.rank is None else {"rank": args.rank}
     _warm_up(mics)
+    if args.skip_stage_2:
+        import mics.modulation
+
+        mics.modulation._CONTINUE_MODULATION_STAGE = False
     per_k = _count_fits(mics)
     t = time.perf_counter()
     with warnings.catch_warnings():
@@ -332,8 +336,11 @@ def run(task, pythonpath=None, **kw):
     """Run one task in a fresh interpreter; returns its result dict."""
     cmd = [sys.executable, __file__, "--task", task]
     for k, v in kw.items():
-        if v is not None:
-            cmd += [f"--{k.replace('_', '-')}", str(v)]
+        flag = f"--{k.replace('_', '-')}"
+        if v is True:
+            cmd.append(flag)
+        elif v is not None and v is not False:
+            cmd += [flag, str(v)]
     env = dict(os.environ, PYTHONPATH=str(pythonpath or ROOT))
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     res = json.loads(out.strip().splitlines()[-1])
@@ -374,6 +381,17 @@ def part_ratio(args):
         lines.append(f"this tree, m={m}: {new[m]}")
         _write(name, lines)  # partial results survive a slow v0.1 run
     lines.append(f"time ratio m=100 / m=3: {new[100]['seconds'] / new[3]['seconds']:.1f}x")
+    if args.skip_stage_2:
+        # the experiment beside the default, in the same run
+        alt = {}
+        for m in (3, 100):
+            alt[m] = run("select", m=m, seed=args.seed, skip_stage_2=True)
+            lines.append(f"this tree without the fixed-baseline stage, m={m}: {alt[m]}")
+            ratio = new[m]["seconds"] / alt[m]["seconds"]
+            lines.append(f"  default / without: {ratio:.2f}x")
+            _write(name, lines)
+        ratio = alt[100]["seconds"] / alt[3]["seconds"]
+        lines.append(f"  ratio m=100 / m=3 without: {ratio:.1f}x")
     with tempfile.TemporaryDirectory() as tmp:
         if args.previous:
             # the same two selections of an earlier commit, back to back
@@ -420,6 +438,7 @@ def part_recovery(args):
 def part_null(args):
     from mics.recovery import detection_rates
 
+    name = "null" + (f"_{args.suffix}" if args.suffix else "")
     lines = [
         f"null data (K=0), m=100, T={args.T}, p={args.p}, q={args.q}, r=2 fixed, "
         f"K selected in 0..{args.max_channels}",
@@ -439,7 +458,7 @@ def part_null(args):
         f"K_hat = 0 in {ks.count(0)}/{len(ks)}; false-positive rate "
         f"{rates.false_positive_rate:.3f} (95% CI {lo:.3f}-{hi:.3f})"
     )
-    _write("null", lines)
+    _write(name, lines)
 
 
 def main():
@@ -455,6 +474,11 @@ def main():
     ap.add_argument("--max-channels", type=int, default=4)
     ap.add_argument("--n-null", type=int, default=20)
     ap.add_argument("--v01-m100", choices=["full", "rank", "skip"], default="rank")
+    ap.add_argument(
+        "--skip-stage-2",
+        action="store_true",
+        help="also time fits without the fixed-baseline stage (part ratio; experiment)",
+    )
     ap.add_argument("--n-jobs", type=int, help="folds side by side (part large's selection)")
     ap.add_argument("--previous", help="git ref timed beside this tree (part ratio)")
     ap.add_argument("--suffix", help="results/population/<part>_<suffix>.txt")
