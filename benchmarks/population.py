@@ -26,12 +26,14 @@ Four parts, each run in a fresh subprocess so that its peak resident memory
 
 Usage::
 
-    python benchmarks/population.py large
+    python benchmarks/population.py large [--n-jobs N] [--skip-select]
     python benchmarks/population.py ratio [--v01-m100 full|rank|skip] [--previous REF]
+        [--skip-stage-2]
     python benchmarks/population.py recovery
     python benchmarks/population.py null --n-null 20
 
-Results go to ``results/population/<part>.txt`` (and ``.csv``). The machine
+Results go to ``results/population/<part>.txt`` (and ``.csv``), or
+``<part>_<suffix>.txt`` with ``--suffix``. The machine
 is shared (2 cores, several users): the load average is printed with every
 timing; ratios measured in the same run are the figures to compare.
 """
@@ -392,9 +394,9 @@ def part_ratio(args):
             _write(name, lines)
         ratio = alt[100]["seconds"] / alt[3]["seconds"]
         lines.append(f"  ratio m=100 / m=3 without: {ratio:.1f}x")
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.previous:
-            # the same two selections of an earlier commit, back to back
+    if args.previous:
+        # the same two selections of an earlier commit, back to back
+        with tempfile.TemporaryDirectory() as tmp:
             extract_ref(args.previous, tmp)
             for m in (3, 100):
                 old = run("select", pythonpath=tmp, m=m, seed=args.seed)
