@@ -202,16 +202,15 @@ def _ratio_data(m, seed):
 
 
 def _warm_up(mics):
-    """Compile and load (numba, BLAS) on a tiny problem before timing, on both paths."""
+    """Compile and load (numba, BLAS) on a tiny problem before timing, on each path."""
     w = mics.simulate(n_samples=300, n_source=10, n_target=8, n_modulators=3, random_state=1)[:3]
+    est = mics.MICs(random_state=0, cv=3, max_rank=2, max_channels=1, verbose=0)
+    # v0.1 has one path and no ``solver`` parameter
+    solvers = ("moments", "data") if "solver" in est.get_params() else (None,)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for solver in ("moments", "data"):
-            try:
-                est = mics.MICs(random_state=0, cv=3, max_rank=2, max_channels=1, verbose=0)
-                est.set_params(solver=solver).fit(*w)
-            except ValueError:  # v0.1 has no solver parameter
-                mics.MICs(random_state=0, cv=3, max_rank=2, max_channels=1, verbose=0).fit(*w)
+        for solver in solvers:
+            (est if solver is None else est.set_params(solver=solver)).fit(*w)
 
 
 def task_select(args):
