@@ -125,6 +125,9 @@ def main(argv=None):
     parser.add_argument("--sizes", nargs="+", default=["large", "small"], choices=list(SIZES))
     parser.add_argument("--shifts", type=int, default=19, help="shifts timed, new code")
     parser.add_argument("--old-shifts", type=int, default=3, help="shifts timed, v0.1")
+    parser.add_argument(
+        "--previous-shifts", type=int, default=None, help="shifts timed, --previous (--shifts)"
+    )
     parser.add_argument("--parts", nargs="+", default=["moments", "fixed", "fit", "test"])
     parser.add_argument(
         "--previous",
@@ -140,7 +143,8 @@ def main(argv=None):
         versions = [("v0.1", tmp, args.old_shifts)]
         if args.previous:
             extract_ref(args.previous, tmp_prev)
-            versions.append(("previous", tmp_prev, args.shifts))
+            shifts = args.shifts if args.previous_shifts is None else args.previous_shifts
+            versions.append(("previous", tmp_prev, shifts))
         versions.append(("new", ROOT, args.shifts))
         for size in args.sizes:
             res = {}
@@ -180,6 +184,11 @@ def main(argv=None):
                 cells += [f"{mid[key] / new[key]:.1f}x"] if prev else []
                 lines.append(f"| {size} | {label} | " + " | ".join(cells) + " |")
         empty = " |" * (2 if prev else 1)  # no ratio for these rows
+        if "test" in new:
+            # the whole test as run (versions may run different numbers of shifts)
+            run_as = lambda r: f"{r['test']:.1f} s, {r['test_shifts']} shifts, p={r['test_p']:.3g}"  # noqa: E731
+            cells = [run_as(old)] + ([run_as(mid)] if prev else []) + [run_as(new)]
+            lines.append(f"| {size} | test as run | " + " | ".join(cells) + " |" + empty)
         if "moments" in new:
             ratio = new["moments"] / new["syrk"]
             text = f"{new['moments']:.2f} / {new['syrk']:.2f} = {ratio:.2f}"

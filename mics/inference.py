@@ -35,8 +35,11 @@ class ModulationTest:
     ----------
     statistic : float
         Largest cross-validated NSE improvement of a model with channels
-        (``K = 1 .. max_channels``) over the baseline-plus-additive-modulator
-        model (negative when every channel model predicts worse).
+        over the baseline-plus-additive-modulator model, among the channel
+        counts ``K >= 1`` the estimator scored (``K = 1 .. max_channels``
+        with ``channel_search="grid"``; up to the first count that stops
+        improving with the default sequential search); negative when every
+        channel model predicts worse.
     selected_improvement : float
         Improvement of the model the one-SEM rule selected (0 when it
         selected no channel).
@@ -97,7 +100,7 @@ def _improvement(estimator, X, Y, Z, groups=None, cv_only=False):
 
 
 def _best_gain(model):
-    """CV loss of K = 0 minus the best CV loss over K >= 1 (the test statistic)."""
+    """CV loss of K = 0 minus the best CV loss over the scored K >= 1 (the test statistic)."""
     loss = model.cv_results_["n_channels_mean_loss"]
     return float(loss[0] - np.min(loss[1:]))
 

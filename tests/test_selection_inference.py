@@ -36,6 +36,23 @@ def test_heldout_loss_from_moments_equals_direct_prediction():
     )
 
 
+@pytest.mark.parametrize("rank", [0, 1, 10])
+def test_heldout_loss_for_any_rank_of_the_baseline(rank):
+    # B of rank 0, 1 and full rank (q = 10): its factorisation inside the
+    # quadratic form must reproduce it exactly, whatever the rank.
+    X, Y, Z, _ = make_mic_data(T=600, p=15, q=10, K=1, seed=3)
+    total = compute_moments(X, Y, Z)
+    shifts = (total.x_shift, total.z_shift, total.y_shift)
+    test = np.arange(300, 420)
+    block = compute_moments(X[test], Y[test], Z[test], shifts=shifts)
+    cm = (total - block).centered()
+    rng = np.random.default_rng(rank)
+    B = rng.standard_normal((15, rank)) @ rng.standard_normal((rank, 10)) / 4
+    D = rng.standard_normal((3, 10)) / 4
+    direct = _data_heldout_loss((X, Y, Z), test, cm, B, D, None)
+    assert heldout_loss(block, cm, B, D) == pytest.approx(direct, rel=1e-9)
+
+
 def _as_fit(model):
     from types import SimpleNamespace
 

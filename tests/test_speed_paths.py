@@ -276,7 +276,10 @@ def test_cv_tolerance_keeps_the_channel_curve(monkeypatch, K):
     # _channel_path imports fit_mic_model at call time: only fold fits are recorded
     monkeypatch.setattr(modulation, "fit_mic_model", recording_fit)
     X, Y, Z, _ = make_mic_data(T=1200, p=20, q=15, m=3, K=K, seed=11)
-    est = mics.MICs(rank=3, cv=5, max_channels=3, n_init=0, random_state=0, verbose=0)
+    # the whole curve (the sequential search would stop at K + 1)
+    est = mics.MICs(
+        rank=3, cv=5, max_channels=3, n_init=0, channel_search="grid", random_state=0, verbose=0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loose = mics.MICs(**est.get_params()).fit(X, Y, Z)
