@@ -10,7 +10,7 @@ compilation, BLAS threads) on a tiny problem before timing with
 Measured per size (``--sizes large small``; large: T=20000, p=300, q=100,
 m=3; small: T=5000, p=100, q=60, m=2):
 
-- ``fit``: default ``MICs(random_state=0).fit`` (rank 0..10, channels 0..4,
+- ``fit``: default ``MICs(random_state=0).fit`` (rank 0..10, channels up to 4,
   10 folds), with the selected (rank, K);
 - ``test/shift``: ``test_modulation(MICs(random_state=0), ..., n_jobs=1)``
   with ``--shifts`` shifts, reported per shift and extrapolated to 199

@@ -133,7 +133,8 @@ def main(argv=None):
             f"{name:<11} trial-blocked 10-fold selection: rank {m.rank_} "
             f"(CV 1-NSE {res['rank_mean_score'][res['rank_best_index']]:.4f}), "
             f"channels {m.n_channels_} "
-            f"(K=0..4 mean NSE {np.round(res['n_channels_mean_loss'], 4).tolist()})"
+            f"(mean NSE for K = {res['n_channels'].tolist()}: "
+            f"{np.round(res['n_channels_mean_loss'], 4).tolist()})"
         )
     fig, axes = plt.subplots(2, 2, figsize=(9, 7), layout="constrained")
     for row, name in zip(axes, ("raw", "subtracted"), strict=True):

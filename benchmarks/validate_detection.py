@@ -20,7 +20,7 @@ All data from ``mics.simulate`` with T = 2000, p = 80, q = 60, m = 3, r = 3
     channel model over K = 0 (continuous), so the full test runs on every
     dataset.
 (ii) On the first 10 null datasets, the full default selection
-    ``MICs(random_state=seed)`` (rank 0..10, K 0..4, 10 folds, 3 restarts):
+    ``MICs(random_state=seed)`` (rank 0..10, K up to 4, 10 folds, 3 restarts):
     how often ``n_channels_ == 0`` (target >= 9/10).
 (iii) Two true channels at modulation SNR 0.5 (``--geometry``, default
     "new"): how often the default selection gives ``rank_ == 3`` and
