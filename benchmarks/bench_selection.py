@@ -63,6 +63,7 @@ from mics.selection import (
     select_mic_model,
     summarize_cv,
 )
+from mics.units import InputScales
 
 SIZES = {
     "large": dict(T=20000, p=300, q=100, m=3),
@@ -98,6 +99,11 @@ def naive_select(est, X, Y, Z):
     """
     n, p = X.shape
     q, m = Y.shape[1], Z.shape[1]
+    # MICs fits standardised inputs (one scale for X and for Y, one per
+    # modulator column; mics.units): the same here, or the per-column
+    # modulator scaling makes the channel penalties differ from the
+    # estimator's. NSE does not depend on Y's scale.
+    X, Y, Z = InputScales.from_data(X, Y, Z).standardize(X, Y, Z)
     rng = check_random_state(est.random_state)
     splits = list(KFold(n_splits=est.cv, shuffle=False).split(X))
     # training moments, straight from the raw training rows, once per fold
