@@ -328,7 +328,7 @@ _FOLD_CACHES = ("_init_cache", "_profile_cache")
 
 
 def _fold_states(estimator, n_folds):
-    """One empty state per fold, for :func:`_fold_task` to carry between stages.
+    """One state per fold (its memory allowance), for :func:`_fold_task` to carry forward.
 
     A fold's moment operator is kept for the next stage when all folds'
     operators together take at most half of ``memory_limit`` (the budget the
