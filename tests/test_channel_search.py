@@ -77,32 +77,32 @@ def test_channel_search_is_checked():
 
 @pytest.mark.parametrize("solver", ["moments", "data"])
 def test_fold_operators_carried_between_stages_change_nothing(monkeypatch, solver):
-    # With room in memory_limit each fold's training moments are centred once
-    # for the rank stage and every channel step; without it they are centred
-    # again per step. The selection must not tell the two apart.
-    from mics import moments
+    # With room in memory_limit each fold's moment operator (its centred
+    # training moments) is built once for the rank stage and every channel
+    # step; without room, and always on the data path (whose operator is a
+    # copy of the fold's rows), it is rebuilt per step. The selection must
+    # not tell the two apart.
+    from mics import modulation
 
-    calls = []
-    centered = moments.RawMoments.centered
+    built = []
+    cls = modulation.MomentOperator if solver == "moments" else modulation.DataOperator
+    init = cls.__init__
 
-    def counting(self):
-        calls.append(1)
-        return centered(self)
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        init(self, *args, **kwargs)
 
-    monkeypatch.setattr(moments.RawMoments, "centered", counting)
+    monkeypatch.setattr(cls, "__init__", counting)
     X, Y, Z, _ = make_mic_data(T=900, p=12, q=10, m=3, K=2, seed=4)
     kw = dict(rank=None, max_rank=4, solver=solver)
     kept = _fit("sequential", X, Y, Z, memory_limit=1e12, **kw)
-    n_kept, calls[:] = len(calls), []
+    n_kept, built[:] = len(built), []
     rebuilt = _fit("sequential", X, Y, Z, memory_limit=1.0, **kw)
     steps = kept.cv_results_["n_channels"].size - 1  # [0, 1], then one K a step
-    if solver == "moments":
-        # 5 folds once each, plus the total for the final fit
-        assert n_kept == 5 + 1
-        assert len(calls) == 5 * (1 + steps) + 1  # the rank stage, then every step
-    else:
-        # the data path never keeps a fold's operator (its copy of the rows)
-        assert n_kept == len(calls) == 0  # and has no interaction moments to centre
+    assert steps >= 2  # so that something is carried past the first step
+    per_step = 5 * (1 + steps) + 1  # 5 folds: the rank stage, every step; + the final fit
+    assert len(built) == per_step
+    assert n_kept == (5 + 1 if solver == "moments" else per_step)
     for key in ("rank_fold_loss", "n_channels_fold_loss"):
         np.testing.assert_array_equal(kept.cv_results_[key], rebuilt.cv_results_[key])
     np.testing.assert_allclose(kept.loss_history_, rebuilt.loss_history_, rtol=1e-12)
