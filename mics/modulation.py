@@ -64,13 +64,19 @@ class _LinearPart:
         self.p, self.m = cm.Sxz.shape
         self.q = cm.Sxy.shape[1]
 
-    def residual_norm2(self, B, D):
-        """``||Y - X B - Z D||^2`` from the linear scatter matrices."""
+    def residual_norm2(self, B, D, basis=None):
+        """``||Y - X B - Z D||^2`` from the linear scatter matrices.
+
+        ``basis`` (q, r), orthonormal with ``B = B basis basis^T`` (see
+        :meth:`MomentOperator.set_baseline`), makes ``tr(B^T S_xx B)`` cost
+        ``p^2 r`` instead of ``p^2 q``.
+        """
+        BV = B if basis is None else B @ basis
         return float(
             self.tr_yy
             - 2 * np.sum(B * self.Sxy)
             - 2 * np.sum(D * self.Szy)
-            + np.sum(B * (self.Sxx @ B))
+            + np.sum(BV * (self.Sxx @ BV))
             + 2 * np.sum(B * (self.Sxz @ D))
             + np.sum(D * (self.Szz @ D))
         )
@@ -94,15 +100,25 @@ class MomentOperator(_LinearPart):
         self.Sphix, self.Sphiz, self.Sphiy = cm.Sphix, cm.Sphiz, cm.Sphiy
         self.interaction_scale = float(np.einsum("iaia->", cm.M)) / (self.p * self.m)
 
-    def set_baseline(self, B, D):
-        # Cross-moments of the interaction with the baseline residual R.
+    def set_baseline(self, B, D, basis=None):
+        """Fix the baseline ``(B, D)`` for the channel blocks.
+
+        ``basis`` (q, r): orthonormal columns with ``B = B basis basis^T``
+        (the baseline solve returns it). ``Phi^T X B`` is then formed as
+        ``(Phi^T X (B basis)) basis^T``, ``p^2 m r`` instead of ``p^2 m q``:
+        at p = 300, q = 100, r = 3 this was the costliest step of a joint
+        sweep.
+        """
         p, m, q = self.p, self.m, self.q
+        Sphix = self.Sphix.reshape(p * m, p)
+        SphixB = Sphix @ B if basis is None else (Sphix @ (B @ basis)) @ basis.T
+        # Cross-moments of the interaction with the baseline residual R.
         self.Sphir = (
             self.Sphiy
-            - (self.Sphix.reshape(p * m, p) @ B).reshape(p, m, q)
+            - SphixB.reshape(p, m, q)
             - (self.Sphiz.reshape(p * m, m) @ D).reshape(p, m, q)
         )
-        self.rr = self.residual_norm2(B, D)
+        self.rr = self.residual_norm2(B, D, basis)
 
     def interaction_cross(self):
         """``Phi^T R`` as a (p, m, q) tensor."""
@@ -181,13 +197,13 @@ class DataOperator(_LinearPart):
         sq = np.sum(np.sum(self.Xc**2, axis=1) * np.sum(self.Zc**2, axis=1))
         self.interaction_scale = float(sq - np.sum(self.Sxz**2) / self.n) / (self.p * self.m)
 
-    def set_baseline(self, B, D):
+    def set_baseline(self, B, D, basis=None):
         # The residual R = Yc - Xc B - Zc D is never formed (T x q per joint
         # sweep): every block needs it only through R @ v or R^T h, which
         # cost O(T (p + m + q) K) term by term, and ||R||^2 comes from the
         # linear moments exactly as on the moment path.
         self.B, self.D = B, D
-        self.rr = self.residual_norm2(B, D)
+        self.rr = self.residual_norm2(B, D, basis)
 
     def _residual_times(self, V):
         """``R @ V`` for V of shape (q, K)."""
@@ -334,6 +350,15 @@ def fit_baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
         ``B`` (p, q), ``D`` (m, q); loss is the squared error plus
         ``alpha_B ||B||^2`` (without the channel penalty).
     """
+    return [(B, D, loss) for B, D, loss, _ in _baseline_path(op, ranks, alpha_B, factors, H_int)]
+
+
+def _baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
+    """:func:`fit_baseline_path`, each solution with its basis ``V_r`` (q, r).
+
+    ``B = (B_full V_r) V_r^T`` has orthonormal ``V_r``: the callers that
+    multiply by ``B`` use the factors (``p q r`` instead of ``p q^2``).
+    """
     if factors is None:
         Sxr, Szr, rw2 = op.Sxy, op.Szy, op.tr_yy
     else:
@@ -343,20 +368,34 @@ def fit_baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
     Sxr_t = Sxr - op.Sxz @ Szz_inv_Szr
     r_t = rw2 - np.sum(Szr * Szz_inv_Szr)
     B_full = solve(Sxr_t)
-    F = B_full.T @ Sxr_t
-    evals, V = linalg.eigh((F + F.T) / 2)
-    evals, V = evals[::-1], V[:, ::-1]
+    q = B_full.shape[1]
+    top = min(max(ranks, default=0), q)
+    if top:
+        F = B_full.T @ Sxr_t
+        # Only the leading ``top`` eigenpairs are used: the subset solver
+        # skips the rest (a third of the time of the full q x q problem).
+        evals, V = linalg.eigh((F + F.T) / 2, subset_by_index=[q - top, q - 1])
+        evals, V = evals[::-1], V[:, ::-1]
+    else:
+        evals, V = np.zeros(0), np.zeros((q, 0))
     out = []
     for r in ranks:
-        B = (B_full @ V[:, :r]) @ V[:, :r].T if r else np.zeros_like(B_full)
-        D = Szz_inv_Szr - Szz_inv_Szx @ B
-        out.append((B, D, float(r_t - np.sum(evals[:r]))))
+        Vr = V[:, :r]
+        BV = B_full @ Vr
+        B = BV @ Vr.T
+        D = Szz_inv_Szr - (Szz_inv_Szx @ BV) @ Vr.T
+        out.append((B, D, float(r_t - np.sum(evals[:r])), Vr))
     return out
 
 
 def fit_baseline(op, rank, alpha_B, factors=None, H_int=None):
     """Exact penalised minimiser over ``(B, D)`` at one rank (see :func:`fit_baseline_path`)."""
     return fit_baseline_path(op, [rank], alpha_B, factors, H_int)[0]
+
+
+def _fit_baseline(op, rank, alpha_B, factors=None, H_int=None):
+    """:func:`fit_baseline` plus the basis of ``B`` (see :func:`_baseline_path`)."""
+    return _baseline_path(op, [rank], alpha_B, factors, H_int)[0]
 
 
 @dataclass
@@ -424,7 +463,7 @@ def _als_sweeps(op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None):
 
 
 # ----------------------------------------------------------------------------- init
-def interaction_init(op, B, D, ridge=1e-3):
+def interaction_init(op, B, D, ridge=1e-3, basis=None):
     """Deterministic starting patterns from the truncated HOSVD.
 
     The full interaction is estimated by a Kronecker-preconditioned ridge,
@@ -450,7 +489,7 @@ def interaction_init(op, B, D, ridge=1e-3):
         Left singular vectors of the target and modulator unfoldings (or
         their sketches), by decreasing singular value.
     """
-    op.set_baseline(B, D)
+    op.set_baseline(B, D, basis)
     p, m, q = op.p, op.m, op.q
     ex = ridge * np.trace(op.Sxx) / p
     ez = ridge * np.trace(op.Szz) / m
@@ -510,6 +549,9 @@ class MICFit:
     converged: bool
     init_losses: np.ndarray
     baseline_loss: float
+    # Orthonormal (q, r) basis with coef = coef @ basis @ basis.T, when known
+    # (lets the held-out score skip factorising coef).
+    coef_basis: np.ndarray | None = None
 
     def modulation_tensor(self):
         """``W`` of shape (p, q, m)."""
@@ -624,7 +666,7 @@ def _fit_mic_model(
     op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start=None
 ):
     rng = np.random.default_rng(random_state)
-    B, D, base_loss = fit_baseline(op, rank, alpha_B)
+    B, D, base_loss, basis = _fit_baseline(op, rank, alpha_B)
     p, q, m = op.p, op.q, op.m
     K = n_channels
     if K == 0:
@@ -641,6 +683,7 @@ def _fit_mic_model(
             True,
             empty,
             base_loss,
+            basis,
         )
     base_penalty = alpha_B * np.sum(B**2)
 
@@ -649,7 +692,7 @@ def _fit_mic_model(
     cache = op.__dict__.setdefault("_init_cache", {})
     key = (rank, alpha_B)
     if key not in cache:
-        cache[key] = interaction_init(op, B, D)
+        cache[key] = interaction_init(op, B, D, basis=basis)
     Ub, Uc = cache[key]
     starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
     if warm_start is not None and 0 < warm_start.weights.size < K:
@@ -658,7 +701,7 @@ def _fit_mic_model(
         Bm0 = rng.standard_normal((q, K))
         C0 = rng.standard_normal((m, K))
         starts.append((Bm0 / np.linalg.norm(Bm0, axis=0), C0 / np.linalg.norm(C0, axis=0)))
-    op.set_baseline(B, D)
+    op.set_baseline(B, D, basis)
     # Every start gets a short run; only the most promising is run to
     # convergence (restarts then cost a few sweeps each, not a full fit).
     n_probe = min(_PROBE_SWEEPS, max_iter)
@@ -682,10 +725,10 @@ def _fit_mic_model(
     joint_converged = False
     for _ in range(max_iter):
         prev = history[-1]
-        B, D, joint_loss = fit_baseline(op, rank, alpha_B, (A, Bm, C), H_int)
+        B, D, joint_loss, basis = _fit_baseline(op, rank, alpha_B, (A, Bm, C), H_int)
         chan_penalty = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
         history.append(joint_loss + chan_penalty)
-        op.set_baseline(B, D)
+        op.set_baseline(B, D, basis)
         state, _ = _als_sweeps(op, Bm, C, alpha_W, alpha_B * np.sum(B**2), 1, tol, A)
         A, Bm, C, H_int = state.A, state.Bm, state.C, state.H_int
         history.append(state.loss)
@@ -703,5 +746,5 @@ def _fit_mic_model(
         )
     w, A, Bm, C = canonical_channels(A, Bm, C)
     return MICFit(
-        B, D, w, A, Bm, C, np.asarray(history), n_iter, converged, init_losses, base_loss
+        B, D, w, A, Bm, C, np.asarray(history), n_iter, converged, init_losses, base_loss, basis
     )

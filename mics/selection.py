@@ -206,7 +206,7 @@ def summarize_cv(candidates, fold_loss, key):
 
 
 # ----------------------------------------------------------------------------- MIC selection
-def heldout_loss(raw_test, cm_train, B, D, fit=None):
+def heldout_loss(raw_test, cm_train, B, D, fit=None, basis=None):
     """NSE of a fitted model on a held-out block, from the block's raw moments.
 
     The prediction is linear in the augmented Khatri-Rao rows
@@ -227,6 +227,10 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None):
     D : ndarray of shape (m, q)
     fit : MICFit, optional
         Channels; None for the channel-free model.
+    basis : ndarray of shape (q, r), optional
+        Orthonormal columns with ``B = B basis basis^T`` (the baseline solve
+        returns it; ``fit.coef_basis`` is used when ``fit`` has one). Without
+        it, ``B`` is factorised here.
 
     Returns
     -------
@@ -237,17 +241,22 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None):
     left, right = [], []
 
     intercept = cm_train.y_mean.copy()
-    # B = (B V) V^T over the eigenvectors V of B^T B with non-negligible
-    # eigenvalues: B has rank r (a projection in fit_baseline_path), and the
+    # Without a basis: B = (B V) V^T over the eigenvectors V of B^T B with
+    # non-negligible eigenvalues: B has rank r (a projection in fit_baseline_path), and the
     # q x q eigenproblem is several times cheaper than an SVD of B, which
     # the selection needs for every fold and candidate. Directions below
     # 1e-6 of the largest singular value are rounding, not rank.
-    evals, V = np.linalg.eigh(B.T @ B)
-    for k in np.flatnonzero(evals > evals[-1:].max(initial=0) * 1e-12):
+    if basis is None and fit is not None:
+        basis = getattr(fit, "coef_basis", None)
+    if basis is None:
+        evals, V = np.linalg.eigh(B.T @ B)
+        basis = V[:, evals > evals[-1:].max(initial=0) * 1e-12]
+    BV = B @ basis
+    for k in range(basis.shape[1]):
         L = np.zeros((p + 1, m + 1))
-        L[1:, 0] = B @ V[:, k]
+        L[1:, 0] = BV[:, k]
         left.append(L)
-        right.append(V[:, k])
+        right.append(basis[:, k])
     for a in range(m):
         L = np.zeros((p + 1, m + 1))
         L[0, a + 1] = 1.0
@@ -354,7 +363,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
     state the task returns ``(losses, new_state)``: it may run in another
     process (a Dask backend), where changes to its argument would be lost.
     """
-    from mics.modulation import DataOperator, MomentOperator, fit_baseline_path
+    from mics.modulation import DataOperator, MomentOperator, _baseline_path
 
     train, test, test_m, excl_m = fold
     state = None if state is None else dict(state)
@@ -370,18 +379,18 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
             op.__dict__.update(state.get("caches", {}))
     pen = estimator._penalties(op)
     if stage == "rank":
-        baselines = fit_baseline_path(op, candidates, pen["alpha_B"])
-        fits = [(B, D, None) for B, D, _ in baselines]
+        baselines = _baseline_path(op, candidates, pen["alpha_B"])
+        fits = [(B, D, None, V) for B, D, _, V in baselines]
     else:
         previous = None if state is None else state.get("previous")
         path = _channel_path(estimator, op, rank, candidates, pen, seed, previous)
-        fits = [(f.coef, f.modulator_coef, f) for f in path]
+        fits = [(f.coef, f.modulator_coef, f, f.coef_basis) for f in path]
         if state is not None:
             state["previous"] = path[int(np.argmax(candidates))]
     if estimator.solver_ == "moments":
-        losses = [heldout_loss(test_m, cm, B, D, fit) for B, D, fit in fits]
+        losses = [heldout_loss(test_m, cm, B, D, fit, V) for B, D, fit, V in fits]
     else:
-        losses = [_data_heldout_loss(data, test, cm, B, D, fit) for B, D, fit in fits]
+        losses = [_data_heldout_loss(data, test, cm, B, D, fit) for B, D, fit, _ in fits]
     if state is None:
         return losses
     if "operator" not in state:

@@ -174,4 +174,5 @@ def restore_fit(fit, scales):
         loss_history=fit.loss_history * sy**2,
         init_losses=fit.init_losses * sy**2,
         baseline_loss=fit.baseline_loss * sy**2,
+        coef_basis=None,  # a basis of the standardised coef only
     )

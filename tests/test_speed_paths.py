@@ -7,9 +7,15 @@ import pytest
 from scipy import stats
 
 from mics.inference import _collect_null, _monte_carlo_p_value
-from mics.modulation import MomentOperator, _contract_pair, fit_mic_model
+from mics.modulation import (
+    DataOperator,
+    MomentOperator,
+    _baseline_path,
+    _contract_pair,
+    fit_mic_model,
+)
 from mics.moments import compute_moments
-from mics.selection import BlockedKFold
+from mics.selection import BlockedKFold, heldout_loss
 
 from ._generate import make_mic_data
 
@@ -50,6 +56,71 @@ def test_moment_operator_contractions_match_einsum(operator):
     N = op.gram_modulator(A)
     np.testing.assert_allclose(
         _contract_pair(N, C), np.einsum("ak,klab,bl->kl", C, N, C), rtol=1e-12, atol=1e-9
+    )
+
+
+def _dense_baseline_path(op, ranks):
+    """NumPy twin of the baseline solve: full eigendecomposition, dense projection."""
+    Szz_inv = np.linalg.inv(op.Szz)
+    Sxx_t = op.Sxx - op.Sxz @ Szz_inv @ op.Sxz.T
+    Szr_t = op.Sxy - op.Sxz @ Szz_inv @ op.Szy
+    B_full = np.linalg.solve(Sxx_t, Szr_t)
+    F = B_full.T @ Szr_t
+    evals, V = np.linalg.eigh((F + F.T) / 2)
+    out = []
+    for r in ranks:
+        P = V[:, ::-1][:, :r] @ V[:, ::-1][:, :r].T
+        B = B_full @ P
+        D = Szz_inv @ (op.Szy - op.Sxz.T @ B)
+        loss = op.residual_norm2(B, D)
+        out.append((B, D, loss))
+    return out
+
+
+@pytest.mark.parametrize("path", ["moments", "data"])
+def test_low_rank_baseline_basis_gives_the_dense_results(path):
+    # The baseline solve computes only the leading eigenpairs and returns
+    # B with its basis; set_baseline and the held-out score then multiply
+    # by the factors. Every product must equal the dense computation.
+    X, Y, Z, _ = make_mic_data(T=500, p=12, q=9, m=3, seed=5)
+    test = np.arange(100, 200)
+    train = np.setdiff1d(np.arange(500), test)
+    total = compute_moments(X, Y, Z)
+    block = compute_moments(
+        X[test], Y[test], Z[test], shifts=(total.x_shift, total.z_shift, total.y_shift)
+    )
+    cm = (total - block).centered()
+    op = MomentOperator(cm) if path == "moments" else DataOperator(cm, X, Y, Z, rows=train)
+    ranks = [0, 1, 3, 9]
+    # one rank at a time (the fits' use: only the leading r eigenpairs are
+    # computed) and the whole path at once (the rank stage's)
+    single = [_baseline_path(op, [r], 0.0)[0] for r in ranks]
+    for (B, D, loss, V), (B0, D0, loss0) in zip(
+        single + _baseline_path(op, ranks, 0.0), 2 * _dense_baseline_path(op, ranks), strict=True
+    ):
+        r = V.shape[1]
+        np.testing.assert_allclose(V.T @ V, np.eye(r), atol=1e-12)
+        np.testing.assert_allclose(B, B0, rtol=1e-9, atol=1e-9 * np.abs(B0).max(initial=1))
+        np.testing.assert_allclose(D, D0, rtol=1e-9, atol=1e-9 * np.abs(D0).max(initial=1))
+        assert loss == pytest.approx(loss0, rel=1e-10)
+        assert op.residual_norm2(B, D, V) == pytest.approx(op.residual_norm2(B, D), rel=1e-12)
+        assert heldout_loss(block, cm, B, D, basis=V) == pytest.approx(
+            heldout_loss(block, cm, B, D), rel=1e-12
+        )
+        if path == "moments":
+            op.set_baseline(B, D)
+            dense = op.Sphir.copy()
+            op.set_baseline(B, D, V)
+            np.testing.assert_allclose(
+                op.Sphir, dense, rtol=1e-12, atol=1e-12 * np.abs(dense).max()
+            )
+    # a fit carries the basis of its baseline, and the score uses it
+    fit = fit_mic_model(op, 3, 1, random_state=0)
+    V = fit.coef_basis
+    np.testing.assert_allclose(fit.coef @ V @ V.T, fit.coef, atol=1e-12 * np.abs(fit.coef).max())
+    fit_without = type(fit)(**{**vars(fit), "coef_basis": None})
+    assert heldout_loss(block, cm, fit.coef, fit.modulator_coef, fit) == pytest.approx(
+        heldout_loss(block, cm, fit.coef, fit.modulator_coef, fit_without), rel=1e-12
     )
 
 
