@@ -535,7 +535,8 @@ class MICFit:
 
     Shapes: ``coef`` (p, q) baseline ``B``, ``modulator_coef`` (m, q) ``D``,
     ``weights`` (K,), ``source_patterns`` (p, K), ``target_patterns`` (q, K),
-    ``modulator_patterns`` (m, K).
+    ``modulator_patterns`` (m, K), ``coef_basis`` (q, r) or None: orthonormal
+    columns with ``coef = coef @ coef_basis @ coef_basis.T``.
     """
 
     coef: np.ndarray
@@ -549,8 +550,8 @@ class MICFit:
     converged: bool
     init_losses: np.ndarray
     baseline_loss: float
-    # Orthonormal (q, r) basis with coef = coef @ basis @ basis.T, when known
-    # (lets the held-out score skip factorising coef).
+    # Known from the baseline solve; lets the held-out score skip factorising
+    # coef. None after a change of units that would not preserve it.
     coef_basis: np.ndarray | None = None
 
     def modulation_tensor(self):

@@ -247,9 +247,12 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     modulator pair ``(a, b)`` is ``X~^T diag(z~_a z~_b) X~`` (``X~ = [1, x]``)
     and equals the transpose of block ``(b, a)``. Each chunk is laid out
     modulator-major, ``U = [X~ z~_0, ..., X~ z~_m]``, and its Gram is one
-    threaded BLAS ``syrk`` (one triangle), which is exactly the arithmetic of
-    the distinct blocks' triangles, at BLAS speed and with no weighted-row
-    kernel.
+    threaded BLAS ``syrk`` (one triangle). The off-diagonal pair blocks are
+    symmetric too, and the ``syrk`` computes them whole: 1.6x the arithmetic
+    of the distinct triangles at m = 3. Computing only those takes one
+    narrow ``syrk`` per pair, which runs at two thirds of the wide one's
+    speed on the benchmark machine: no faster in all
+    (``results/speed/README.md``).
 
     Parameters
     ----------
@@ -306,9 +309,8 @@ def _interaction_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size=None):
         np.subtract(X[start:stop], x_shift, out=U[:, 0, 1:])
         np.multiply(U[:, :1, :], (Z[start:stop] - z_shift)[:, :, None], out=U[:, 1:])
         np.subtract(Y[start:stop], y_shift, out=V[:, d:])
-        # NumPy hands ``V^T V`` to BLAS ``syrk`` (one triangle, half a GEMM):
-        # exactly the arithmetic of the distinct modulator-pair blocks, at
-        # the BLAS limit (benchmarks/bench_speed.py).
+        # NumPy hands ``V^T V`` to BLAS ``syrk`` (one triangle, half a GEMM),
+        # at the BLAS limit (benchmarks/bench_speed.py).
         S += V.T @ V
     G = np.ascontiguousarray(S[:d, :d].reshape(mt, pt, mt, pt).transpose(1, 0, 3, 2))
     Gy = np.ascontiguousarray(S[:d, d:].reshape(mt, pt, q).transpose(1, 0, 2))

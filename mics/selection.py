@@ -242,10 +242,10 @@ def heldout_loss(raw_test, cm_train, B, D, fit=None, basis=None):
 
     intercept = cm_train.y_mean.copy()
     # Without a basis: B = (B V) V^T over the eigenvectors V of B^T B with
-    # non-negligible eigenvalues: B has rank r (a projection in fit_baseline_path), and the
-    # q x q eigenproblem is several times cheaper than an SVD of B, which
-    # the selection needs for every fold and candidate. Directions below
-    # 1e-6 of the largest singular value are rounding, not rank.
+    # non-negligible eigenvalues (B has rank r, a projection in
+    # fit_baseline_path); the q x q eigenproblem is several times cheaper
+    # than an SVD of B. Directions below 1e-6 of the largest singular value
+    # are rounding, not rank.
     if basis is None and fit is not None:
         basis = getattr(fit, "coef_basis", None)
     if basis is None:
