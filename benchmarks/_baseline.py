@@ -1,11 +1,16 @@
-"""Where the benchmarks find v0.1, the version every before/after compares against.
+"""Where the benchmarks find v0.1 (or any earlier version), and how they run it.
 
 The tag ``v0.1`` marks it, but tags do not travel with every clone (a fresh
 CI checkout of ``main`` has none), so the commit it points to is kept here
-too and used when the tag is missing.
+too and used when the tag is missing. :func:`run_worker` runs a script
+against an extracted version in a subprocess.
 """
 
+import json
+import os
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,3 +41,30 @@ def extract_ref(ref, dest, root=ROOT):
 def extract_v01(dest, root=ROOT):
     """Write v0.1's ``mics`` package under ``dest`` (``dest/mics``) and return ``dest``."""
     return extract_ref(v01_ref(root), dest, root)
+
+
+def run_worker(path, code, arg):
+    """Run ``python -c code arg`` importing ``mics`` from ``path``; return its result.
+
+    The worker prints one line ``RESULT <json>`` whose object holds the
+    ``mics`` key (``mics.__file__``), checked to lie under ``path``: a worker
+    that imported another copy (the checkout's, through the working
+    directory) would time or score the wrong version.
+    """
+    env = dict(os.environ, PYTHONPATH=str(path))
+    # ``python -c`` puts the working directory first on sys.path: run from an
+    # empty one, or the checkout's mics would shadow the extracted one.
+    with tempfile.TemporaryDirectory() as cwd:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, arg],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")][-1]
+    out = json.loads(line[len("RESULT ") :])
+    if not Path(out["mics"]).resolve().is_relative_to(Path(path).resolve()):
+        raise RuntimeError(f"imported {out['mics']}, expected mics under {path}")
+    return out

@@ -36,13 +36,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from _baseline import extract_ref, extract_v01
+from _baseline import extract_ref, extract_v01, run_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = {
@@ -101,23 +98,7 @@ print("RESULT " + json.dumps(out))
 
 
 def run(path, cfg):
-    env = dict(os.environ, PYTHONPATH=str(path))
-    # ``python -c`` puts the working directory first on sys.path: run from an
-    # empty one, or the checkout's mics would shadow v0.1's.
-    with tempfile.TemporaryDirectory() as cwd:
-        proc = subprocess.run(
-            [sys.executable, "-c", WORKER, json.dumps(cfg)],
-            env=env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")][-1]
-    out = json.loads(line[len("RESULT ") :])
-    if not Path(out["mics"]).resolve().is_relative_to(Path(path).resolve()):
-        raise RuntimeError(f"imported {out['mics']}, expected mics under {path}")
-    return out
+    return run_worker(path, WORKER, json.dumps(cfg))
 
 
 def main(argv=None):

@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-from _baseline import extract_ref
+from _baseline import extract_ref, run_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,22 +62,7 @@ print("RESULT " + json.dumps(dict(mics=mics.__file__, runs=out)))
 
 
 def run(path):
-    env = dict(os.environ, PYTHONPATH=str(path))
-    # an empty working directory: ``python -c`` puts it first on sys.path
-    with tempfile.TemporaryDirectory() as cwd:
-        proc = subprocess.run(
-            [sys.executable, "-c", WORKER, json.dumps([CASES, list(SEEDS)])],
-            env=env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")][-1]
-    res = json.loads(line[len("RESULT ") :])
-    if not Path(res["mics"]).resolve().is_relative_to(Path(path).resolve()):
-        raise RuntimeError(f"imported {res['mics']}, expected mics under {path}")
-    return res["runs"]
+    return run_worker(path, WORKER, json.dumps([CASES, list(SEEDS)]))["runs"]
 
 
 def _max_diff(a, b):
