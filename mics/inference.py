@@ -182,6 +182,12 @@ def test_modulation(
     estimator : MICs
         Its ``rank`` is fixed to the rank selected on the real data for the
         null fits (the shift does not touch the source-target relation).
+        Its ``channel_search`` decides which channel counts the statistic
+        looks at: with "sequential" (the default) K = 2 only if K = 1
+        improved on K = 0, with "grid" every K up to ``max_channels``. Both
+        tests are exact; "grid" costs more on null data and keeps the power
+        against gating that needs two channels to beat none
+        (``results/park2024/channel_search.md``).
     X : array-like of shape (n_samples, n_source)
     Y : array-like of shape (n_samples, n_target)
     Z : array-like of shape (n_samples, n_modulators) or (n_samples,)

@@ -112,7 +112,11 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         among the counts scored, and ``cv_results_`` holds only those. On
         336 simulated data sets it selected what the grid selects on every
         one (``results/speed/channel_search/``); choose "grid" for the
-        whole curve.
+        whole curve, and for a confirmatory :func:`mics.test_modulation`:
+        where K = 1 predicts worse than K = 0 but K = 2 better, the
+        sequential search never scores K = 2 and the test statistic misses
+        it (11 of 147 tests of the Park study,
+        ``results/park2024/channel_search.md``).
     gap : int, default=0
         Samples left out between training and test blocks during selection.
     solver : {"auto", "moments", "data"}, default="auto"

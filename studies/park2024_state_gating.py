@@ -102,12 +102,15 @@ def split(activity, seed):
     return activity[:, np.sort(order[:half])], activity[:, np.sort(order[half:])]
 
 
-def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None):
-    """One session, one modulator set: selection, trial-null test and bootstrap."""
+def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None, search="grid"):
+    """One session, one modulator set: selection, trial-null test and bootstrap.
+
+    ``search`` is the estimator's ``channel_search`` (the committed tables: grid).
+    """
     X, Y = split(sess["activity"], 0)
     Z = donor["modulators"][MODULATORS[modset]].to_numpy()
     groups = sess["trial"]
-    est = mics.MICs(random_state=seed, **tools.CHEAP)
+    est = mics.MICs(random_state=seed, **{**tools.CHEAP, "channel_search": search})
     _, selected = tools.improvement(est, X, Y, Z, groups)
     fixed = est.set_params(rank=selected.rank_)
     res = mics.test_modulation(
@@ -173,14 +176,14 @@ def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None)
     return row, null, decomp
 
 
-def split_statistics(sessions, modsets, n_splits, seed):
+def split_statistics(sessions, modsets, n_splits, seed, search="grid"):
     """The observed statistic over random splits (no permutations: descriptive)."""
     rows = []
     jobs = [(s, m, k) for s in sessions for m in modsets for k in range(n_splits)]
     for sess, modset, k in tqdm(jobs, desc="splits"):
         X, Y = split(sess["activity"], k)
         Z = sess["modulators"][MODULATORS[modset]].to_numpy()
-        est = mics.MICs(random_state=seed, **tools.CHEAP)
+        est = mics.MICs(random_state=seed, **{**tools.CHEAP, "channel_search": search})
         stat, model = tools.improvement(est, X, Y, Z, sess["trial"])
         rows.append(
             dict(
@@ -345,7 +348,9 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
         f"{args.n_splits} random splits, {args.n_donors} other-session modulators per "
         f"session as controls; run time {seconds / 60:.1f} min with "
         f"n_jobs={args.n_jobs}, {args.cached} of {len(tests)} tests read from the cache of an "
-        "earlier run). Every number below is in the CSV tables beside this file.",
+        "earlier run"
+        + ("" if args.channel_search == "grid" else f", channel_search={args.channel_search!r}")
+        + "). Every number below is in the CSV tables beside this file.",
         "",
         "Method: condition-mean residuals (grating direction x time in trial); neurons split "
         "at random into source and target halves (the files carry no depth or position); "
@@ -498,6 +503,12 @@ def main(argv=None):
     )
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--channel-search",
+        choices=["grid", "sequential"],
+        default=tools.CHEAP["channel_search"],
+        help="channel counts scored by every fit (the committed tables: grid)",
+    )
     parser.add_argument("--out", default=str(tools.ROOT / "results" / "park2024"))
     args = parser.parse_args(argv)
     args.cached = 0  # tests read from the cache of an earlier run (not re-timed)
@@ -539,13 +550,23 @@ def main(argv=None):
             f"{sess['session']}_{donor['session']}_{modset}_{n_perm}_{stop}_{args.n_boot}_"
             f"{args.seed}"
         )
+        if args.channel_search != "grid":  # the grid runs' cache keys predate the option
+            key += f"_{args.channel_search}"
         path = cache / f"{key}.pkl"
         if path.exists():
             row, null, dec = pd.read_pickle(path)
             args.cached += 1
         else:
             row, null, dec = run_test(
-                sess, donor, modset, n_perm, args.n_boot, args.n_jobs, args.seed, stop
+                sess,
+                donor,
+                modset,
+                n_perm,
+                args.n_boot,
+                args.n_jobs,
+                args.seed,
+                stop,
+                args.channel_search,
             )
             pd.to_pickle((row, null, dec), path)
         rows.append(row)
@@ -559,7 +580,9 @@ def main(argv=None):
         tests.loc[sel, "p_holm_set"] = tools.holm(tests.loc[sel, "p_value"])
     tests["p_holm_all"] = np.nan
     tests.loc[real, "p_holm_all"] = tools.holm(tests.loc[real, "p_value"])
-    splits = split_statistics(sessions, args.modulators, args.n_splits, args.seed)
+    splits = split_statistics(
+        sessions, args.modulators, args.n_splits, args.seed, args.channel_search
+    )
     decomp = pd.DataFrame(decomp)
     summary = summarize(tests, nulls)
     tests.to_csv(out / "tests.csv", index=False)

@@ -156,3 +156,30 @@ def test_semedo_controls_keep_trials_whole():
     np.testing.assert_array_equal(Zp, starts[:, None] + np.arange(semedo.N_BINS))
     assert np.all(starts % semedo.N_BINS == 0)
     assert sorted(starts) == list(Z[:: semedo.N_BINS, 0]) and not np.all(np.diff(starts) > 0)
+
+
+def test_compare_tests_counts_changed_statistics_and_p_values():
+    import compare_tests
+
+    keys = dict(
+        session=["a", "a", "b", "b"],
+        modulators=["pupil"] * 4,
+        analysis=["real", "control", "real", "control"],
+        modulator_session=["a", "b", "b", "a"],
+        n_channels=[0, 0, 1, 0],
+    )
+    old = pd.DataFrame(
+        {**keys, "statistic": [0.003, -0.01, 0.02, -0.004], "p_value": [0.016, 0.6, 0.01, 0.3]}
+    )
+    new = old.copy()
+    new.loc[0, ["statistic", "p_value"]] = [-0.006, 0.75]  # statistic and p changed
+    new.loc[3, "p_value"] = 0.25  # p alone changed (the null moved)
+    text = compare_tests.compare(old, new, ("grid", "sequential"))
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()[2:4]}
+    # real: 2 tests, 1 same statistic, 1 same p, 2 then 1 at p <= 0.05, same K on 2
+    assert rows["real"] == "| real | 2 | 1 | 1 | 2 | 1 | 2 |"
+    assert rows["control"] == "| control | 2 | 2 | 1 | 0 | 0 | 2 |"
+    assert "Tests whose statistic or p-value changed (2):" in text
+    # the tables must hold the same tests in the same order
+    with pytest.raises(ValueError, match="different tests"):
+        compare_tests.compare(old, new.iloc[::-1].reset_index(drop=True))
