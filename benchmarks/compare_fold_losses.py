@@ -12,6 +12,9 @@ The data sets: Gaussian modulators (m = 3) with K = 0, 1 and 2 channels,
 a weak channel (modulation SNR 0.05), and a population modulator
 (m = 20), at T = 500-2000, four seeds each.
 
+The earlier version must have ``simulate(..., modulator_kind=)`` (the
+population modulator, issue 17).
+
 Usage::
 
     python benchmarks/compare_fold_losses.py 8ecd18c [--out results/speed/fold_losses.txt]
@@ -87,7 +90,8 @@ def main(argv=None):
         f"default selection, {args.ref} against the working tree, {len(new)} data sets",
         "",
         "| T | p | q | m | K | SNR | modulator | seed | selected (old) | selected (new) "
-        "| max |d| rank-stage fold loss | max |d| channel-stage fold loss |",
+        "| rank-stage fold losses, largest difference "
+        "| channel-stage fold losses, largest difference |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     worst_rank = worst_channels = 0.0
