@@ -163,7 +163,7 @@ def fold_moments_delayed(X, Y, Z, splits=None, shifts="first_block"):
 
 def fold_moments(X, Y, Z, splits=None, shifts="first_block"):
     """:func:`fold_moments_delayed`, computed on the active Dask scheduler."""
-    return fold_moments_delayed(X, Y, Z, splits, shifts).compute()
+    return fold_moments_delayed(X, Y, Z, splits, shifts).compute(optimize_graph=False)
 
 
 def lazy_inputs(X, Y, Z):
@@ -186,7 +186,9 @@ def residualize(Y, Z):
 
     z_mean, y_mean = Z.mean(axis=0), Y.mean(axis=0)
     Zc = Z - z_mean
-    Szz, Szy, z_mean, y_mean = dask.compute(Zc.T @ Zc, Zc.T @ (Y - y_mean), z_mean, y_mean)
+    Szz, Szy, z_mean, y_mean = dask.compute(
+        Zc.T @ Zc, Zc.T @ (Y - y_mean), z_mean, y_mean, optimize_graph=False
+    )
     beta = np.linalg.lstsq(Szz, Szy, rcond=None)[0]
     return Y - y_mean - (Z - z_mean) @ beta
 
@@ -228,7 +230,7 @@ def compute_in_batches(tasks, batch, desc, verbose):
             # A threaded scheduler runs several fits at once in this process:
             # one BLAS thread each (a cluster's worker processes set their own).
             with single_blas_thread():
-                results = dask.compute(*tasks[start : start + batch])
+                results = dask.compute(*tasks[start : start + batch], optimize_graph=False)
             for r in results:
                 bar.update()
                 yield r
@@ -260,14 +262,16 @@ def _windowed(client, tasks, window, desc, verbose):
     from tqdm import tqdm
 
     pending = iter(tasks)
-    queue = deque(client.compute(t) for t in itertools.islice(pending, window))
+    queue = deque(
+        client.compute(t, optimize_graph=False) for t in itertools.islice(pending, window)
+    )
     bar = tqdm(total=len(tasks), desc=desc, disable=not verbose)
     try:
         while queue:
             result = queue.popleft().result()
             following = next(pending, None)
             if following is not None:
-                queue.append(client.compute(following))
+                queue.append(client.compute(following, optimize_graph=False))
             bar.update()
             yield result
     finally:
@@ -310,7 +314,7 @@ def _xy_moments_delayed(X, Y, idx, shifts):
     """Delayed :func:`_xy_block` sums of rows ``idx`` (all when None; None for no rows)."""
     import dask
 
-    from mics.parallel import _tree_sum
+    from mics.parallel import _blocks, _tree_sum
 
     if idx is not None:
         if len(idx) == 0:
@@ -319,9 +323,7 @@ def _xy_moments_delayed(X, Y, idx, shifts):
     block = dask.delayed(_xy_block, pure=True)
     parts = [
         block(xb, yb, *shifts, i)
-        for i, (xb, yb) in enumerate(
-            zip(X.to_delayed().ravel(), Y.to_delayed().ravel(), strict=True)
-        )
+        for i, (xb, yb) in enumerate(zip(_blocks(X), _blocks(Y), strict=True))
     ]
     return _tree_sum(parts, combine=_add_xy)
 
@@ -345,10 +347,10 @@ def xy_fold_moments(X, Y, splits):
     """
     import dask
 
-    shifts = dask.compute(X.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0))
+    shifts = dask.compute(X.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0), optimize_graph=False)
     total, tests, excluded = _fold_graph(
         X.shape[0], list(splits), lambda idx: _xy_moments_delayed(X, Y, idx, shifts), _add_xy
     )
-    total, tests, excluded = dask.compute(total, tests, excluded)
+    total, tests, excluded = dask.compute(total, tests, excluded, optimize_graph=False)
     folds = [(t, t if e is None else e) for t, e in zip(tests, excluded, strict=True)]
     return total, folds, shifts

@@ -393,3 +393,44 @@ def test_chunked_selection_reads_each_row_once(data, monkeypatch, gap):
     )
     assert n_mic == 600 + extra
     assert sum(rows) == 600  # ReducedRankRegressionCV has no gap
+
+
+def test_repeated_graphs_on_the_same_arrays_keep_their_keys(data):
+    # Blocks are handed to the fits through ``to_delayed``. Optimised, it
+    # fuses a slice's getitem tasks into aliases under the slice's own key
+    # names, so a second graph over the same sliced arrays resubmits those
+    # keys with another task spec; distributed warns that this "can cause
+    # failures and deadlocks". Unoptimised, every graph carries the same spec.
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    class Collect(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.WARNING)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    X, Y, Z, _ = data
+    collect = Collect()
+    logger = logging.getLogger("distributed.scheduler")
+    logger.addHandler(collect)
+    try:
+        with (
+            LocalCluster(
+                n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
+            ) as cluster,
+            Client(cluster),
+        ):
+            Xd, Yd, Zd = lazy(X, Y, Z)
+            est = mics.MICs(rank=2, max_channels=1, cv=3, random_state=0, verbose=0)
+            runs = [
+                mics.test_modulation(est, Xd[:401], Yd[:401], Zd[:401], **_test_args())
+                for _ in range(2)
+            ]
+    finally:
+        logger.removeHandler(collect)
+    assert not [m for m in collect.messages if "run_spec" in m], collect.messages[:1]
+    np.testing.assert_array_equal(runs[0].null_distribution, runs[1].null_distribution)
