@@ -163,7 +163,9 @@ def fold_moments_delayed(X, Y, Z, splits=None, shifts="first_block"):
 
 def fold_moments(X, Y, Z, splits=None, shifts="first_block"):
     """:func:`fold_moments_delayed`, computed on the active Dask scheduler."""
-    return fold_moments_delayed(X, Y, Z, splits, shifts).compute(optimize_graph=False)
+    from mics.parallel import _compute
+
+    return _compute(fold_moments_delayed(X, Y, Z, splits, shifts))[0]
 
 
 def lazy_inputs(X, Y, Z):
@@ -182,13 +184,11 @@ def residualize(Y, Z):
     target before shifting; this is the same regression from ``Z^T Z`` and
     ``Z^T Y`` computed by Dask (memory bounded by a block).
     """
-    import dask
+    from mics.parallel import _compute
 
     z_mean, y_mean = Z.mean(axis=0), Y.mean(axis=0)
     Zc = Z - z_mean
-    Szz, Szy, z_mean, y_mean = dask.compute(
-        Zc.T @ Zc, Zc.T @ (Y - y_mean), z_mean, y_mean, optimize_graph=False
-    )
+    Szz, Szy, z_mean, y_mean = _compute(Zc.T @ Zc, Zc.T @ (Y - y_mean), z_mean, y_mean)
     beta = np.linalg.lstsq(Szz, Szy, rcond=None)[0]
     return Y - y_mean - (Z - z_mean) @ beta
 
@@ -214,10 +214,10 @@ def compute_in_batches(tasks, batch, desc, verbose):
     ------
     Each task's result, in order.
     """
-    import dask
     from tqdm import tqdm
 
     from mics._linalg import single_blas_thread
+    from mics.parallel import _compute
 
     tasks = list(tasks)
     client = _client()
@@ -230,7 +230,7 @@ def compute_in_batches(tasks, batch, desc, verbose):
             # A threaded scheduler runs several fits at once in this process:
             # one BLAS thread each (a cluster's worker processes set their own).
             with single_blas_thread():
-                results = dask.compute(*tasks[start : start + batch], optimize_graph=False)
+                results = _compute(*tasks[start : start + batch])
             for r in results:
                 bar.update()
                 yield r
@@ -261,17 +261,17 @@ def _windowed(client, tasks, window, desc, verbose):
 
     from tqdm import tqdm
 
+    from mics.parallel import _UNOPTIMISED
+
     pending = iter(tasks)
-    queue = deque(
-        client.compute(t, optimize_graph=False) for t in itertools.islice(pending, window)
-    )
+    queue = deque(client.compute(t, **_UNOPTIMISED) for t in itertools.islice(pending, window))
     bar = tqdm(total=len(tasks), desc=desc, disable=not verbose)
     try:
         while queue:
             result = queue.popleft().result()
             following = next(pending, None)
             if following is not None:
-                queue.append(client.compute(following, optimize_graph=False))
+                queue.append(client.compute(following, **_UNOPTIMISED))
             bar.update()
             yield result
     finally:
@@ -345,12 +345,12 @@ def xy_fold_moments(X, Y, splits):
     shifts : tuple of ndarray
         ``(x_shift, y_shift)``.
     """
-    import dask
+    from mics.parallel import _compute
 
-    shifts = dask.compute(X.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0), optimize_graph=False)
+    shifts = _compute(X.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0))
     total, tests, excluded = _fold_graph(
         X.shape[0], list(splits), lambda idx: _xy_moments_delayed(X, Y, idx, shifts), _add_xy
     )
-    total, tests, excluded = dask.compute(total, tests, excluded, optimize_graph=False)
+    total, tests, excluded = _compute(total, tests, excluded)
     folds = [(t, t if e is None else e) for t, e in zip(tests, excluded, strict=True)]
     return total, folds, shifts

@@ -393,11 +393,6 @@ def fit_baseline(op, rank, alpha_B, factors=None, H_int=None):
     return fit_baseline_path(op, [rank], alpha_B, factors, H_int)[0]
 
 
-def _fit_baseline(op, rank, alpha_B, factors=None, H_int=None):
-    """:func:`fit_baseline` plus the basis of ``B`` (see :func:`_baseline_path`)."""
-    return _baseline_path(op, [rank], alpha_B, factors, H_int)[0]
-
-
 @dataclass
 class _ALSState:
     A: np.ndarray
@@ -667,7 +662,7 @@ def _fit_mic_model(
     op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start=None
 ):
     rng = np.random.default_rng(random_state)
-    B, D, base_loss, basis = _fit_baseline(op, rank, alpha_B)
+    B, D, base_loss, basis = _baseline_path(op, [rank], alpha_B)[0]
     p, q, m = op.p, op.q, op.m
     K = n_channels
     if K == 0:
@@ -726,7 +721,7 @@ def _fit_mic_model(
     joint_converged = False
     for _ in range(max_iter):
         prev = history[-1]
-        B, D, joint_loss, basis = _fit_baseline(op, rank, alpha_B, (A, Bm, C), H_int)
+        B, D, joint_loss, basis = _baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0]
         chan_penalty = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
         history.append(joint_loss + chan_penalty)
         op.set_baseline(B, D, basis)

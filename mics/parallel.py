@@ -85,18 +85,37 @@ def _check_shifts(shifts, p, m, q):
     return x_shift, z_shift, y_shift
 
 
-def _mean_shifts(X, Y, Z):
-    """Column means, computed by Dask (one pass, memory bounded by a block)."""
+# Every graph of the chunked paths is built (_blocks) and computed (_compute)
+# unoptimised. Optimising fuses a slice's getitem tasks into aliases under the
+# slice's key names, so a second graph over the same sliced arrays (the null
+# data sets of a test, a fit then a test) resubmits those keys with another
+# task spec, which distributed reports as able to "cause failures and
+# deadlocks". Unoptimised, every graph carries the same spec for a key: the
+# same results and, measured on ten blocks of 10000 rows, the same time (the
+# work is in each block's moment pass, not in tasks to fuse).
+_UNOPTIMISED = {"optimize_graph": False}
+
+
+def _compute(*collections):
+    """``dask.compute`` of the collections, unoptimised (see ``_UNOPTIMISED``)."""
     import dask
 
-    return dask.compute(X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0), optimize_graph=False)
+    return dask.compute(*collections, **_UNOPTIMISED)
+
+
+def _blocks(a):
+    """The row blocks of a 2-D Dask array as Delayed objects, unoptimised."""
+    return a.to_delayed(**_UNOPTIMISED).ravel()
+
+
+def _mean_shifts(X, Y, Z):
+    """Column means, computed by Dask (one pass, memory bounded by a block)."""
+    return _compute(X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
 
 
 def _first_block_shifts(X, Y, Z):
     """Means of the first row block: roughly the mean, and it costs one block."""
-    import dask
-
-    return dask.compute(*(a.blocks[0].mean(axis=0) for a in (X, Z, Y)), optimize_graph=False)
+    return _compute(*(a.blocks[0].mean(axis=0) for a in (X, Z, Y)))
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -123,22 +142,6 @@ def _tree_sum(parts, split_every=_SPLIT_EVERY, combine=_sum_moments):
     while len(parts) > 1:
         parts = [add(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
     return parts[0]
-
-
-def _blocks(a):
-    """The row blocks of a 2-D Dask array as Delayed objects, graph unoptimised.
-
-    Optimising (``to_delayed``'s default) fuses a slice's getitem tasks into
-    aliases under the slice's key names, so a second graph over the same
-    sliced arrays (the null data sets of a test, a fit then a test)
-    resubmits those keys with another task spec, which distributed reports
-    as able to "cause failures and deadlocks". Unoptimised, every graph
-    carries the same spec for a key; every graph of the chunked paths is
-    computed unoptimised for the same reason (``optimize_graph=False``: the
-    same results and, measured on ten blocks of 10000 rows, the same time;
-    the work is in each block's moment pass, not in tasks to fuse).
-    """
-    return a.to_delayed(optimize_graph=False).ravel()
 
 
 def _delayed_moments(X, Y, Z, shifts, interaction, split_every=_SPLIT_EVERY):
@@ -203,9 +206,7 @@ def moments_from_dask(X, Y, Z, *, shifts=None, interaction=True, split_every=_SP
             raise ValueError(f"shifts must be a tuple, 'first_block' or None, got {shifts!r}.")
         shifts = _first_block_shifts(X, Y, Z)
     shifts = _check_shifts(shifts, p, m, q)
-    return _delayed_moments(X, Y, Z, shifts, interaction, split_every).compute(
-        optimize_graph=False
-    )
+    return _compute(_delayed_moments(X, Y, Z, shifts, interaction, split_every))[0]
 
 
 def moments_from_sessions(

@@ -102,6 +102,11 @@ def split(activity, seed):
     return activity[:, np.sort(order[:half])], activity[:, np.sort(order[half:])]
 
 
+def capped(seed, search):
+    """The study's estimator (``tools.CHEAP``) with the given ``channel_search``."""
+    return mics.MICs(random_state=seed, **{**tools.CHEAP, "channel_search": search})
+
+
 def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None, search="grid"):
     """One session, one modulator set: selection, trial-null test and bootstrap.
 
@@ -110,7 +115,7 @@ def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None,
     X, Y = split(sess["activity"], 0)
     Z = donor["modulators"][MODULATORS[modset]].to_numpy()
     groups = sess["trial"]
-    est = mics.MICs(random_state=seed, **{**tools.CHEAP, "channel_search": search})
+    est = capped(seed, search)
     _, selected = tools.improvement(est, X, Y, Z, groups)
     fixed = est.set_params(rank=selected.rank_)
     res = mics.test_modulation(
@@ -183,7 +188,7 @@ def split_statistics(sessions, modsets, n_splits, seed, search="grid"):
     for sess, modset, k in tqdm(jobs, desc="splits"):
         X, Y = split(sess["activity"], k)
         Z = sess["modulators"][MODULATORS[modset]].to_numpy()
-        est = mics.MICs(random_state=seed, **{**tools.CHEAP, "channel_search": search})
+        est = capped(seed, search)
         stat, model = tools.improvement(est, X, Y, Z, sess["trial"])
         rows.append(
             dict(
