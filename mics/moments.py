@@ -127,56 +127,63 @@ class RawMoments:
 
     def centered(self):
         """Scatter matrices centred at these samples' own means (exact)."""
+        from mics._kernels import centre_interaction
+
         n = self.n
         if n < 2:
             raise ValueError("moments of fewer than two samples cannot be centred")
         G, Gy = self.G, self.Gy
+        pt, mt = G.shape[0], G.shape[1]
+        p, m = pt - 1, mt - 1
         dx = G[1:, 0, 0, 0] / n
         dz = G[0, 1:, 0, 0] / n
         dy = Gy[0, 0] / n
         # Change of basis [1, x'] -> [1, x' - dx] on each of the four modes:
-        # row i >= 1 of the source mode becomes row i minus dx_i times row 0.
-        # As a d x d matrix (d = (p + 1)(m + 1)) that is G -> T G T^T with
-        # T = kron(Tx, Tz). Updates along the leading modes stream contiguous
-        # rows, those along the trailing ones are strided and several times
-        # slower, so: A = T G on the rows, then, G being symmetric,
-        # T G T^T = T A^T on the rows of A's transpose (1.7x faster at
-        # p = 300, m = 3, where every fold of a selection centres one G).
-        shape, d = G.shape, G.shape[0] * G.shape[1]
-
-        def rows(A):
-            A[1:] -= dx[:, None, None, None] * A[0][None]
-            A[:, 1:] -= dz[None, :, None, None] * A[:, 0][:, None]
-            return A
-
-        G = rows(np.ascontiguousarray(rows(G.copy()).reshape(d, d).T).reshape(shape))
-        Gy = Gy.copy()
-        Gy[1:] -= dx[:, None, None] * Gy[0][None]
-        Gy[:, 1:] -= dz[None, :, None] * Gy[:, 0][:, None]
+        # the centred Gram is T G T^T with T = kron(Tx, Tz), where row i >= 1
+        # of Tx takes dx_i times row 0 from row i. Every moment but the
+        # interaction scatter lies in two thin slices of it, its columns
+        # (j, 0) and (0, b): T on the rows of those slices of G, then Tx
+        # (resp. Tz) on their last mode. The interaction scatter itself is
+        # centred in one pass by a kernel (the NumPy form took four passes
+        # over G and a transposed copy).
+        cols_x = _rows_centred(G[:, :, :, 0].copy(), dx, dz)  # (pt, mt, pt)
+        cols_x[:, :, 1:] -= cols_x[:, :, :1] * dx
+        cols_z = _rows_centred(G[:, :, 0, :].copy(), dx, dz)  # (pt, mt, mt)
+        cols_z[:, :, 1:] -= cols_z[:, :, :1] * dz
+        phi_sum = cols_x[1:, 1:, 0].copy()
+        Mab = np.empty((m, m, p, p))
+        if p and m:
+            G = np.ascontiguousarray(G, dtype=np.float64)
+            centre_interaction(G, dx, dz, phi_sum, float(n), Mab)
+        Gy = _rows_centred(Gy.copy(), dx, dz)
         # then centre y: subtract (sum of u) outer dy
-        Gy -= G[:, :, 0, 0][:, :, None] * dy[None, None, :]
+        Gy -= cols_x[:, :, 0][:, :, None] * dy[None, None, :]
         Syy = self.Syy - n * np.outer(dy, dy)
-
-        phi_sum = G[1:, 1:, 0, 0]
-        phi_mean = phi_sum / n
-        M = G[1:, 1:, 1:, 1:] - np.einsum("ia,jb->iajb", phi_sum, phi_mean)
         return CenteredMoments(
             n=n,
             x_mean=self.x_shift + dx,
             z_mean=self.z_shift + dz,
             y_mean=self.y_shift + dy,
-            phi_mean=phi_mean,
-            Sxx=G[1:, 0, 1:, 0].copy(),
-            Sxz=G[1:, 0, 0, 1:].copy(),
-            Szz=G[0, 1:, 0, 1:].copy(),
+            phi_mean=phi_sum / n,
+            Sxx=cols_x[1:, 0, 1:].copy(),
+            Sxz=cols_z[1:, 0, 1:].copy(),
+            Szz=cols_z[0, 1:, 1:].copy(),
             Sxy=Gy[1:, 0].copy(),
             Szy=Gy[0, 1:].copy(),
             Syy=Syy,
-            M=M,
-            Sphix=G[1:, 1:, 1:, 0].copy(),
-            Sphiz=G[1:, 1:, 0, 1:].copy(),
+            # a (p, m, p, m) view of the (a, b, i, j) array the operator uses
+            M=Mab.transpose(2, 0, 3, 1),
+            Sphix=cols_x[1:, 1:, 1:].copy(),
+            Sphiz=cols_z[1:, 1:, 1:].copy(),
             Sphiy=Gy[1:, 1:].copy(),
         )
+
+
+def _rows_centred(A, dx, dz):
+    """``T`` on the two leading modes of ``A`` (shape (p + 1, m + 1, ...)), in place."""
+    A[1:] -= dx.reshape((-1,) + (1,) * (A.ndim - 1)) * A[0][None]
+    A[:, 1:] -= dz.reshape((1, -1) + (1,) * (A.ndim - 2)) * A[:, 0][:, None]
+    return A
 
 
 @dataclass
@@ -246,8 +253,9 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     has a structure a plain rank-k update would ignore: the block of
     modulator pair ``(a, b)`` is ``X~^T diag(z~_a z~_b) X~`` (``X~ = [1, x]``)
     and equals the transpose of block ``(b, a)``. Each chunk is laid out
-    modulator-major, ``U = [X~ z~_0, ..., X~ z~_m]``, and its Gram is one
-    threaded BLAS ``syrk`` (one triangle). The off-diagonal pair blocks are
+    modulator-major, ``U = [X~ z~_0, ..., X~ z~_m]`` (filled in one pass by
+    :func:`mics._kernels.khatri_rao_rows`), and its Gram is one threaded
+    BLAS ``syrk`` (one triangle). The off-diagonal pair blocks are
     symmetric too, and the ``syrk`` computes them whole: 1.6x the arithmetic
     of the distinct triangles at m = 3. Computing only those takes one
     narrow ``syrk`` per pair, which runs at two thirds of the wide one's
@@ -293,6 +301,11 @@ def _interaction_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size=None):
     ``syrk``: the Gram of the joined rows holds ``G``, ``Gy`` and ``Syy`` at
     once, for the same arithmetic as three separate products.
     """
+    from mics._kernels import khatri_rao_rows
+
+    # native float64 (a no-op for validated data): one compiled kernel, and
+    # numba refuses non-native byte orders (big-endian HDF5 data)
+    X, Y, Z = (np.asarray(a, dtype=np.float64) for a in (X, Y, Z))
     n, p = X.shape
     m, q = Z.shape[1], Y.shape[1]
     pt, mt = p + 1, m + 1
@@ -301,14 +314,8 @@ def _interaction_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size=None):
     rows = min(chunk_size or _chunk_rows(d + q), n)
     buf = np.empty((rows, d + q))
     for start in range(0, n, rows):
-        stop = min(start + rows, n)
-        k = stop - start
-        V = buf[:k]
-        U = V[:, :d].reshape(k, mt, pt)  # a view: index a * pt + i <-> (i, a)
-        U[:, 0, 0] = 1.0
-        np.subtract(X[start:stop], x_shift, out=U[:, 0, 1:])
-        np.multiply(U[:, :1, :], (Z[start:stop] - z_shift)[:, :, None], out=U[:, 1:])
-        np.subtract(Y[start:stop], y_shift, out=V[:, d:])
+        V = buf[: min(rows, n - start)]
+        khatri_rao_rows(X, Z, Y, x_shift, z_shift, y_shift, start, V)
         # NumPy hands ``V^T V`` to BLAS ``syrk`` (one triangle, half a GEMM),
         # at the BLAS limit (benchmarks/bench_speed.py).
         S += V.T @ V

@@ -53,9 +53,9 @@ class InputScales:
     @classmethod
     def from_data(cls, X, Y, Z):
         """Scales of data arrays of shape (n, p), (n, q), (n, m) (population variances)."""
-        return cls._checked(
-            np.mean(np.var(X, axis=0)), np.mean(np.var(Y, axis=0)), np.var(Z, axis=0)
-        )
+        x_var, y_var, z_var = (np.var(a, axis=0) for a in (X, Y, Z))
+        means = (a.mean(axis=0) for a in (X, Y, Z))
+        return cls._checked(np.mean(x_var), np.mean(y_var), z_var, *means)
 
     @classmethod
     def from_moments(cls, cm):
@@ -65,15 +65,49 @@ class InputScales:
             np.trace(cm.Sxx) / (n * cm.Sxx.shape[0]),
             np.trace(cm.Syy) / (n * cm.Syy.shape[0]),
             np.diag(cm.Szz) / n,
+            cm.x_mean,
+            cm.y_mean,
+            cm.z_mean,
         )
 
     @classmethod
-    def _checked(cls, x_var, y_var, z_var):
-        for name, var in (("source X", x_var), ("target Y", y_var)):
-            if not var > 0:
+    def from_raw_moments(cls, raw):
+        """The same scales from :class:`~mics.moments.RawMoments`, without centring them.
+
+        Only the diagonals are needed: ``var(x_i) = G[i, 0, i, 0] / n - dx_i^2``
+        with ``dx`` the mean of the shifted source (about zero when the
+        shifts are the means, so nothing cancels), likewise for ``z`` and
+        ``y``. Centring the whole Gram for them would cost as much as the
+        fit's own centring.
+        """
+        n, G, Gy = raw.n, raw.G, raw.Gy
+        if n < 2:
+            raise ValueError(f"at least 2 samples are needed, got {n}.")
+        p, m = G.shape[0] - 1, G.shape[1] - 1
+        idx_x, idx_z = np.arange(1, p + 1), np.arange(1, m + 1)
+        dx, dz, dy = G[1:, 0, 0, 0] / n, G[0, 1:, 0, 0] / n, Gy[0, 0] / n
+        return cls._checked(
+            np.mean(G[idx_x, 0, idx_x, 0] / n - dx**2),
+            np.mean(np.diag(raw.Syy) / n - dy**2),
+            G[0, idx_z, 0, idx_z] / n - dz**2,
+            raw.x_shift + dx,
+            raw.y_shift + dy,
+            raw.z_shift + dz,
+        )
+
+    @classmethod
+    def _checked(cls, x_var, y_var, z_var, x_mean, y_mean, z_mean):
+        # Constant means a spread below 1e-12 of the values' magnitude: a
+        # constant column that is not exactly representable (0.1) leaves a
+        # variance of rounding, not zero.
+        def level(var, mean):
+            return 1e-24 * (var + np.mean(np.square(mean)))
+
+        for name, var, mean in (("source X", x_var, x_mean), ("target Y", y_var, y_mean)):
+            if not var > level(var, mean):
                 raise ValueError(f"{name} is constant (every neuron has zero variance).")
         z_var = np.asarray(z_var, dtype=float)
-        constant = np.flatnonzero(~(z_var > 0))
+        constant = np.flatnonzero(~(z_var > 1e-24 * (z_var + np.square(z_mean))))
         if constant.size:
             raise ValueError(
                 f"modulator Z column(s) {constant.tolist()} are constant: a constant "
@@ -84,6 +118,10 @@ class InputScales:
     def standardize(self, X, Y, Z):
         """``X / source``, ``Y / target`` and ``Z / modulator`` (column-wise)."""
         return X / self.source, Y / self.target, Z / self.modulator
+
+    def standardize_raw_moments(self, raw):
+        """Raw moments of the standardised data (exact, see :meth:`RawMoments.scaled`)."""
+        return raw.scaled(1 / self.source, 1 / self.modulator, 1 / self.target)
 
     def standardize_moments(self, cm):
         """Centred moments of the standardised data."""

@@ -48,6 +48,53 @@ def test_contract_modulator_modes_matches_einsum(rng, p, m, K):
     np.testing.assert_allclose(_kernels.contract_modulator_modes(Mt, C), twin, rtol=1e-12)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("p,m,q", [(5, 3, 2), (1, 1, 1), (4, 2, 3)])
+def test_khatri_rao_rows_match_numpy(rng, p, m, q, order):
+    n, start, k = 30, 7, 11
+    X, Z, Y = (np.asarray(rng.standard_normal((n, c)), order=order) for c in (p, m, q))
+    xs, zs, ys = rng.standard_normal(p), rng.standard_normal(m), rng.standard_normal(q)
+    out = np.full((k, (p + 1) * (m + 1) + q), np.nan)
+    _kernels.khatri_rao_rows(X, Z, Y, xs, zs, ys, start, out)
+    rows = slice(start, start + k)
+    # twin: kron([1, z'], [1, x']) per sample (modulator-major), then y'
+    xt = np.c_[np.ones(k), X[rows] - xs]
+    zt = np.c_[np.ones(k), Z[rows] - zs]
+    twin = np.c_[np.einsum("ta,ti->tai", zt, xt).reshape(k, -1), Y[rows] - ys]
+    np.testing.assert_array_equal(out, twin)
+
+
+@pytest.mark.parametrize("p,m", [(6, 3), (4, 1), (1, 2)])
+def test_centre_interaction_matches_the_dense_change_of_basis(rng, p, m):
+    # Twin: the centred Gram as the dense product T G T^T, T = kron(Tx, Tz).
+    n = 40
+    u = np.einsum(
+        "ti,ta->tia",
+        np.c_[np.ones(n), rng.standard_normal((n, p)) + 3.0],
+        np.c_[np.ones(n), rng.standard_normal((n, m)) - 2.0],
+    ).reshape(n, -1)
+    G = (u.T @ u).reshape(p + 1, m + 1, p + 1, m + 1)
+    dx, dz = G[1:, 0, 0, 0] / n, G[0, 1:, 0, 0] / n
+    Tx, Tz = np.eye(p + 1), np.eye(m + 1)
+    Tx[1:, 0], Tz[1:, 0] = -dx, -dz
+    T = np.kron(Tx, Tz)
+    Gc = (T @ G.reshape(T.shape) @ T.T).reshape(G.shape)
+    phi_sum = Gc[1:, 1:, 0, 0]
+    twin = Gc[1:, 1:, 1:, 1:] - np.einsum("ia,jb->iajb", phi_sum, phi_sum) / n
+    out = np.full((m, m, p, p), np.nan)
+    _kernels.centre_interaction(G, dx, dz, np.ascontiguousarray(phi_sum), float(n), out)
+    tol = 1e-10 * np.abs(G).max()
+    np.testing.assert_allclose(out.transpose(2, 0, 3, 1), twin, rtol=0, atol=tol)
+    # and it is the scatter of the centred interaction
+    xc = u.reshape(n, p + 1, m + 1)[:, 1:, 0] - dx
+    zc = u.reshape(n, p + 1, m + 1)[:, 0, 1:] - dz
+    phi = (xc[:, :, None] * zc[:, None, :]).reshape(n, -1)
+    phi -= phi.mean(0)
+    np.testing.assert_allclose(
+        out.transpose(2, 0, 3, 1).reshape(p * m, p * m), phi.T @ phi, atol=1e-9 * np.abs(G).max()
+    )
+
+
 def test_import_works_from_a_read_only_install(tmp_path):
     # A read-only package directory and no writable home: numba has no cache
     # locator; importing the kernels must still work (falling back to no cache).

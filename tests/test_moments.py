@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from mics.modulation import MomentOperator
 from mics.moments import compute_moments
 
 
@@ -15,6 +16,10 @@ def arrays():
     return X, Y, Z
 
 
+def _phi_mean(X, Z):
+    return ((X - X.mean(0))[:, :, None] * (Z - Z.mean(0))[:, None, :]).mean(0)
+
+
 def _direct(X, Y, Z):
     Xc, Zc, Yc = X - X.mean(0), Z - Z.mean(0), Y - Y.mean(0)
     Phi = (Xc[:, :, None] * Zc[:, None, :]).reshape(len(X), -1)
@@ -22,19 +27,40 @@ def _direct(X, Y, Z):
     return Xc, Zc, Yc, Phic
 
 
-def test_centred_moments_equal_direct_computation(arrays):
+@pytest.mark.parametrize("shifted", ["means", "zero", "far"])
+def test_centred_moments_equal_direct_computation(arrays, shifted):
+    # Shifts other than the means make every centring term non-zero (the
+    # training folds of a selection are centred that way).
     X, Y, Z = arrays
-    cm = compute_moments(X, Y, Z, chunk_size=37).centered()
+    shifts = {
+        "means": None,
+        "zero": (np.zeros(6), np.zeros(2), np.zeros(4)),
+        "far": (np.full(6, 49.0), np.full(2, -1.0), np.arange(4.0)),
+    }[shifted]
+    cm = compute_moments(X, Y, Z, chunk_size=37, shifts=shifts).centered()
     Xc, Zc, Yc, Phic = _direct(X, Y, Z)
     p, m = 6, 2
-    np.testing.assert_allclose(cm.M.reshape(p * m, p * m), Phic.T @ Phic, atol=1e-8)
-    np.testing.assert_allclose(cm.Sphiy.reshape(p * m, -1), Phic.T @ Yc, atol=1e-8)
-    np.testing.assert_allclose(cm.Sphix.reshape(p * m, p), Phic.T @ Xc, atol=1e-8)
-    np.testing.assert_allclose(cm.Sphiz.reshape(p * m, m), Phic.T @ Zc, atol=1e-8)
-    np.testing.assert_allclose(cm.Sxx, Xc.T @ Xc, atol=1e-8)
-    np.testing.assert_allclose(cm.Sxz, Xc.T @ Zc, atol=1e-8)
-    np.testing.assert_allclose(cm.Syy, Yc.T @ Yc, atol=1e-8)
-    np.testing.assert_allclose(cm.x_mean, X.mean(0))
+    expected = {
+        "M": (cm.M.reshape(p * m, p * m), Phic.T @ Phic),
+        "Sphiy": (cm.Sphiy.reshape(p * m, -1), Phic.T @ Yc),
+        "Sphix": (cm.Sphix.reshape(p * m, p), Phic.T @ Xc),
+        "Sphiz": (cm.Sphiz.reshape(p * m, m), Phic.T @ Zc),
+        "Sxx": (cm.Sxx, Xc.T @ Xc),
+        "Sxz": (cm.Sxz, Xc.T @ Zc),
+        "Szz": (cm.Szz, Zc.T @ Zc),
+        "Sxy": (cm.Sxy, Xc.T @ Yc),
+        "Szy": (cm.Szy, Zc.T @ Yc),
+        "Syy": (cm.Syy, Yc.T @ Yc),
+        "x_mean": (cm.x_mean, X.mean(0)),
+        "z_mean": (cm.z_mean, Z.mean(0)),
+        "y_mean": (cm.y_mean, Y.mean(0)),
+        "phi_mean": (cm.phi_mean, _phi_mean(X, Z)),
+    }
+    for name, (got, want) in expected.items():
+        # raw sums around zero shifts of values near 50 cancel to ~1e-10 relative
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * np.abs(want).max(), err_msg=name)
+    # the operator's (a, b, i, j) layout is the array itself, not a copy
+    assert np.shares_memory(MomentOperator(cm).Mab, cm.M)
 
 
 def test_training_fold_is_total_minus_block(arrays):

@@ -165,11 +165,18 @@ def test_scales_are_the_documented_statistics(data):
     assert fit.source_scale_ == pytest.approx(np.sqrt(np.mean(X.var(axis=0))), rel=1e-12)
     assert fit.target_scale_ == pytest.approx(np.sqrt(np.mean(Y.var(axis=0))), rel=1e-12)
     np.testing.assert_allclose(fit.modulator_scale_, Z.std(axis=0), rtol=1e-12)
-    # The same scales from the moments alone.
-    scales = InputScales.from_moments(compute_moments(X, Y, Z).centered())
-    assert scales.source == pytest.approx(fit.source_scale_, rel=1e-10)
-    assert scales.target == pytest.approx(fit.target_scale_, rel=1e-10)
-    np.testing.assert_allclose(scales.modulator, fit.modulator_scale_, rtol=1e-10)
+    # The same scales from the moments alone: centred, and raw around any shifts
+    # (the fixed-rank fit on the moment path takes them from its raw moments).
+    far = (X.mean(0) + 4.0, Z.mean(0) - 3.0, Y.mean(0) + 2.0)
+    for scales in (
+        InputScales.from_moments(compute_moments(X, Y, Z).centered()),
+        InputScales.from_raw_moments(compute_moments(X, Y, Z)),
+        InputScales.from_raw_moments(compute_moments(X, Y, Z, shifts=far)),
+        InputScales.from_data(X, Y, Z),
+    ):
+        assert scales.source == pytest.approx(fit.source_scale_, rel=1e-10)
+        assert scales.target == pytest.approx(fit.target_scale_, rel=1e-10)
+        np.testing.assert_allclose(scales.modulator, fit.modulator_scale_, rtol=1e-10)
 
 
 def test_scale_moments_matches_moments_of_scaled_data(data):
@@ -222,13 +229,19 @@ def test_reduced_rank_regression_is_equivariant(data, sx, sy):
     _close(cv_fit.cv_results_["mean_loss"], cv_ref.cv_results_["mean_loss"], scale=1)
 
 
+@pytest.mark.parametrize("value", [2.0, 0.1])
+@pytest.mark.parametrize("solver", ["moments", "data"])
 @pytest.mark.parametrize(
     "which, message",
     [("X", "source X is constant"), ("Y", "target Y is constant")],
 )
-def test_constant_population_is_refused(data, which, message):
+def test_constant_population_is_refused(data, which, message, solver, value):
+    # 0.1 is not a binary fraction: its column mean is off by rounding and
+    # leaves a variance of about 1e-34, which must still count as constant.
     X, Y, Z = data
-    X = np.ones_like(X) if which == "X" else X
-    Y = np.full_like(Y, 2.0) if which == "Y" else Y
+    X = np.full_like(X, value) if which == "X" else X
+    Y = np.full_like(Y, value) if which == "Y" else Y
     with pytest.raises(ValueError, match=message):
-        MICs(1, 1, verbose=0).fit(X, Y, Z)
+        MICs(1, 1, verbose=0, solver=solver).fit(X, Y, Z)
+    with pytest.raises(ValueError, match=message):
+        MICs(verbose=0, cv=3, max_rank=1, max_channels=1, solver=solver).fit(X, Y, Z)
