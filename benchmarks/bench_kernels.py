@@ -2,7 +2,11 @@
 
 Prints, per kernel, the median time of the numba kernel and of the best
 NumPy formulation of the same computation, measured in the same run, and
-their ratio. Run: ``python benchmarks/bench_kernels.py [--p 300 --m 3 --K 4]``.
+their ratio. The NumPy routes of the two kernels on the moment path are the
+code they replaced: the chunk fill of ``compute_moments`` and the centring
+of ``RawMoments.centered`` (four passes over ``G``, a transposed copy, and
+the operator's (a, b, i, j) copy of ``M``).
+Run: ``python benchmarks/bench_kernels.py [--p 300 --m 3 --K 4]``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from mics import _kernels
+from mics.moments import compute_moments
 
 
 def median_time(func, repeats):
@@ -60,7 +65,49 @@ def main():
         T1 = (Mt.reshape(p * m * m, p) @ A).reshape(p, m * m * K)
         return (A.T @ T1).reshape(K, m, m, K).transpose(0, 3, 1, 2)
 
+    # moment path: one chunk of Khatri-Rao rows, and the centring of a raw Gram
+    q = max(1, p // 3)
+    Y = rng.standard_normal((n, q))
+    ys = Y.mean(0)
+    rows = np.empty((n, (p + 1) * (m + 1) + q))
+
+    def fill_numpy():
+        d = (p + 1) * (m + 1)
+        U = rows[:, :d].reshape(n, m + 1, p + 1)
+        U[:, 0, 0] = 1.0
+        np.subtract(X, xs, out=U[:, 0, 1:])
+        np.multiply(U[:, :1, :], (Z - zs)[:, :, None], out=U[:, 1:])
+        np.subtract(Y, ys, out=rows[:, d:])
+
+    raw = compute_moments(X, Y, Z, shifts=(np.zeros(p), np.zeros(m), np.zeros(q)))
+    G, N = raw.G, raw.n
+    dx, dz = G[1:, 0, 0, 0] / N, G[0, 1:, 0, 0] / N
+    phi_sum = raw.centered().phi_mean * N
+    Mab = np.empty((m, m, p, p))
+
+    def centre_numpy():
+        def lead(A):
+            A[1:] -= dx[:, None, None, None] * A[0][None]
+            A[:, 1:] -= dz[None, :, None, None] * A[:, 0][:, None]
+            return A
+
+        d = G.shape[0] * G.shape[1]
+        Gc = lead(np.ascontiguousarray(lead(G.copy()).reshape(d, d).T).reshape(G.shape))
+        ps = Gc[1:, 1:, 0, 0]
+        M = Gc[1:, 1:, 1:, 1:] - np.einsum("ia,jb->iajb", ps, ps / N)
+        return np.ascontiguousarray(M.transpose(1, 3, 0, 2))
+
     cases = [
+        (
+            "khatri_rao_rows (moment pass)",
+            lambda: _kernels.khatri_rao_rows(X, Z, Y, xs, zs, ys, 0, rows),
+            fill_numpy,
+        ),
+        (
+            "centre_interaction (centring)",
+            lambda: _kernels.centre_interaction(G, dx, dz, phi_sum, float(N), Mab),
+            centre_numpy,
+        ),
         (
             "split_weighted_rows (moments)",
             lambda: _kernels.split_weighted_rows(Xt, w, pos, neg),
