@@ -81,16 +81,18 @@ def path_costs(
     T, K = n_samples, max(int(n_channels), 1)
     sweeps = _SWEEPS_PER_FIT if max_iter is None else min(_SWEEPS_PER_FIT, int(max_iter))
     d = (p + 1) * (m + 1)
-    # moments: the pass (the Gram's distinct blocks, about half of T d^2 for
-    # large m), per-sweep contractions of the (pm)^2 scatter, and held-out
-    # scores as quadratic forms in the fold's d x d Gram.
+    # moments: the pass (one syrk triangle of the joined Khatri-Rao Gram,
+    # about T d^2 flops), per-sweep contractions of the (pm)^2 scatter, and
+    # held-out scores as quadratic forms in the fold's d x d Gram.
     pass_flops = T * d * d * (m + 2) / (m + 1)
     sweep_moments = _MOMENT_SWEEP_COST * (3.0 * p * p * m * m * K + 6.0 * p * m * q * K)
     heldout_moments = 2.0 * d * d * (1 + min(p, q) + m + K)
     flops_moments = (
         pass_flops + n_fits * sweeps * sweep_moments + n_folds * n_candidates * heldout_moments
     )
-    # raw + centred copies of the moments, plus the operator's transposed scatter
+    # the raw moments and, at the peak, two more copies of their size (the
+    # standardised raw moments and the centred scatter, which the operator
+    # shares since the centring writes its layout)
     bytes_moments = 2 * moment_nbytes(p, m, q) + 8 * (p * m) ** 2
     # data: weighted Grams (diagonal blocks by dsyrk) and the right-hand
     # sides each sweep, plus the interaction start Phi^T R (2 T p m q) per fit.
