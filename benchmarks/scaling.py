@@ -231,10 +231,24 @@ def part_test(args, lines):
             f"({t_mem / args.reference_shifts:.2f} s per shift, the observed fit included)"
         )
     (t1, r1), (t2, r2) = runs[1], runs[2]
-    same = np.array_equal(r1.null_distribution, r2.null_distribution)
+    # Not bitwise between worker counts (1e-11 here, also on e27d409; one
+    # worker run twice is bitwise). The cause is not pinned down; blocks
+    # moved between workers land at other addresses, and alignment can
+    # change how NumPy's SIMD reductions round.
+    d_null = np.max(np.abs(r1.null_distribution - r2.null_distribution))
+    d_obs = abs(r1.statistic - r2.statistic)
+    same = (
+        "identical"
+        if d_null == 0 and d_obs == 0
+        else (
+            f"equal to {d_null:.1e} (observed statistic {d_obs:.1e}; null SD "
+            f"{np.std(r1.null_distribution):.1e})"
+        )
+    )
     lines.append(
-        f"speed-up 1 -> 2 workers: {t1 / t2:.2f}x; identical null statistics: {same}; "
-        f"projected 199 shifts: {t1 / args.shifts * 199:.0f} s / {t2 / args.shifts * 199:.0f} s"
+        f"speed-up 1 -> 2 workers: {t1 / t2:.2f}x; null statistics {same}; same p-value: "
+        f"{r1.p_value == r2.p_value}; projected 199 shifts: {t1 / args.shifts * 199:.0f} s / "
+        f"{t2 / args.shifts * 199:.0f} s"
     )
 
 
