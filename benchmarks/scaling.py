@@ -231,7 +231,7 @@ def part_test(args, lines):
             f"({t_mem / args.reference_shifts:.2f} s per shift, the observed fit included)"
         )
     (t1, r1), (t2, r2) = runs[1], runs[2]
-    # Not bitwise between worker counts (1e-11 here, also on e27d409; one
+    # Not bitwise between worker counts (1e-11, on older commits too; one
     # worker run twice is bitwise). The cause is not pinned down; blocks
     # moved between workers land at other addresses, and alignment can
     # change how NumPy's SIMD reductions round.
