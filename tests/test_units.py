@@ -245,3 +245,20 @@ def test_constant_population_is_refused(data, which, message, solver, value):
         MICs(1, 1, verbose=0, solver=solver).fit(X, Y, Z)
     with pytest.raises(ValueError, match=message):
         MICs(verbose=0, cv=3, max_rank=1, max_channels=1, solver=solver).fit(X, Y, Z)
+
+
+def test_fixed_moment_fit_standardises_the_moments_not_the_data(data, monkeypatch):
+    # The fixed-rank moment path makes no standardised copies of X, Y, Z
+    # (at T = 20000, p = 300 they cost a variance pass and 64 MB) ...
+    def refuse(*args):
+        raise AssertionError("the data were standardised")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(InputScales, "standardize", refuse)
+        patch.setattr(InputScales, "from_data", classmethod(refuse))
+        fit = MICs(2, 2, solver="moments", verbose=0, random_state=0).fit(*data)
+    # ... and fits what the data path, which does standardise them, fits.
+    other = MICs(2, 2, solver="data", verbose=0, random_state=0).fit(*data)
+    _close(fit.modulation_tensor(), other.modulation_tensor())
+    _close(fit.coef_, other.coef_)
+    _close(fit.modulator_coef_, other.modulator_coef_)
