@@ -194,7 +194,9 @@ class CenteredMoments:
     itself centred by ``phi_mean``. Shapes: ``Sxx`` (p, p), ``Sxz`` (p, m),
     ``Szz`` (m, m), ``Sxy`` (p, q), ``Szy`` (m, q), ``Syy`` (q, q),
     ``M`` (p, m, p, m), ``Sphix`` (p, m, p), ``Sphiz`` (p, m, m),
-    ``Sphiy`` (p, m, q), ``phi_mean`` (p, m).
+    ``Sphiy`` (p, m, q), ``phi_mean`` (p, m). From :meth:`RawMoments.centered`,
+    ``M`` is a transposed view of a C-contiguous (m, m, p, p) array, the
+    layout :class:`~mics.modulation.MomentOperator` contracts in.
     """
 
     n: int
