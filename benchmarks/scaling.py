@@ -232,9 +232,9 @@ def part_test(args, lines):
         )
     (t1, r1), (t2, r2) = runs[1], runs[2]
     # Not bitwise between worker counts (1e-11, on older commits too; one
-    # worker run twice is bitwise). The cause is not pinned down; blocks
-    # moved between workers land at other addresses, and alignment can
-    # change how NumPy's SIMD reductions round.
+    # worker run twice is bitwise; the raw moments of moments_from_dask are
+    # bitwise equal on 1 and 2 workers). The cause is not pinned down
+    # (results/scaling/README.md).
     d_null = np.max(np.abs(r1.null_distribution - r2.null_distribution))
     d_obs = abs(r1.statistic - r2.statistic)
     same = (
