@@ -53,8 +53,11 @@ class InputScales:
     @classmethod
     def from_data(cls, X, Y, Z):
         """Scales of data arrays of shape (n, p), (n, q), (n, m) (population variances)."""
-        x_var, y_var, z_var = (np.var(a, axis=0) for a in (X, Y, Z))
-        means = (a.mean(axis=0) for a in (X, Y, Z))
+        # np.var's own arithmetic, keeping the means it computes
+        means = [a.mean(axis=0) for a in (X, Y, Z)]
+        x_var, y_var, z_var = (
+            np.mean(np.square(a - mu), axis=0) for a, mu in zip((X, Y, Z), means, strict=True)
+        )
         return cls._checked(np.mean(x_var), np.mean(y_var), z_var, *means)
 
     @classmethod
@@ -97,17 +100,17 @@ class InputScales:
 
     @classmethod
     def _checked(cls, x_var, y_var, z_var, x_mean, y_mean, z_mean):
-        # Constant means a spread below 1e-12 of the values' magnitude: a
-        # constant column that is not exactly representable (0.1) leaves a
-        # variance of rounding, not zero.
-        def level(var, mean):
-            return 1e-24 * (var + np.mean(np.square(mean)))
+        # Constant means a spread below 1e-12 of the values' magnitude (the
+        # mean square, var + mean^2): a constant column that is not exactly
+        # representable (0.1) leaves a variance of rounding, not zero.
+        def varies(var, mean_square):
+            return var > 1e-24 * (var + mean_square)
 
         for name, var, mean in (("source X", x_var, x_mean), ("target Y", y_var, y_mean)):
-            if not var > level(var, mean):
+            if not varies(var, np.mean(np.square(mean))):
                 raise ValueError(f"{name} is constant (every neuron has zero variance).")
         z_var = np.asarray(z_var, dtype=float)
-        constant = np.flatnonzero(~(z_var > 1e-24 * (z_var + np.square(z_mean))))
+        constant = np.flatnonzero(~varies(z_var, np.square(z_mean)))
         if constant.size:
             raise ValueError(
                 f"modulator Z column(s) {constant.tolist()} are constant: a constant "
