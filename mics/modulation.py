@@ -304,13 +304,14 @@ def _solve_factor(N, BtB, rhs, alpha, current):
         H[np.diag_indices_from(H)] += alpha
         return solve_psd(H, rhs.T.reshape(-1)).reshape(K, d).T
     F = current.copy()
-    eye = alpha * np.eye(d)
     for k in range(K):
         g = rhs[:, k].copy()
         for l in range(K):
             if l != k:
                 g -= BtB[k, l] * (N[k, l] @ F[:, l])
-        F[:, k] = solve_psd(BtB[k, k] * N[k, k] + eye, g)
+        H = BtB[k, k] * N[k, k]  # a new array: the ridge goes on its diagonal in place
+        H.flat[:: d + 1] += alpha
+        F[:, k] = solve_psd(H, g)
     return F
 
 
@@ -488,20 +489,24 @@ def interaction_init(op, B, D, ridge=1e-3, basis=None):
     p, m, q = op.p, op.m, op.q
     ex = ridge * np.trace(op.Sxx) / p
     ez = ridge * np.trace(op.Szz) / m
-    Px = solve_psd(op.Sxx + ex * np.eye(p), np.eye(p))
     Pz = solve_psd(op.Szz + ez * np.eye(m), np.eye(m))
+    # Px = (S_xx + e I)^-1 is applied by solves, never formed: at p = 300 the
+    # inverse cost as much again as its products.
+    Sxx_e = op.Sxx + ex * np.eye(p)
     if p * m * q > _EXACT_INIT_MAX:
         rng = np.random.default_rng(_SKETCH_SEED)
         s = _SKETCH_SIZE
         Wx, Wz, Wy = (rng.standard_normal((d, s)) for d in (p, m, q))
+        PxW = solve_psd(Sxx_e, np.hstack([Wx, rng.standard_normal((p, s))]))
         # target sketch: sum_ia W[i,a,j] wx[i,s] wz[a,s] = Phi^T R contracted
         # with (Px wx) and (Pz wz) over the source and modulator modes
-        Yb = op.rhs_target(Px @ Wx, Pz @ Wz)
-        # modulator sketch: Pz times Phi^T R contracted with (Px wx) and wy
-        Yc = Pz @ op.rhs_modulator(Px @ rng.standard_normal((p, s)), Wy)
+        Yb = op.rhs_target(PxW[:, :s], Pz @ Wz)
+        # modulator sketch: Pz times Phi^T R contracted with (Px wx') and wy
+        Yc = Pz @ op.rhs_modulator(PxW[:, s:], Wy)
         return _leading_left_vectors(Yb), _leading_left_vectors(Yc)
     S = op.interaction_cross()
-    W = np.einsum("ij,ab,jbq->iaq", Px, Pz, S, optimize=True)
+    W = solve_psd(Sxx_e, S.reshape(p, m * q)).reshape(p, m, q)
+    W = np.einsum("ab,ibq->iaq", Pz, W)
     # leading left singular vectors of the unfoldings, from their small Grams
     Ub = _leading_left_vectors(W.transpose(2, 0, 1).reshape(q, -1))
     Uc = _leading_left_vectors(W.transpose(1, 0, 2).reshape(m, -1))

@@ -368,3 +368,26 @@ def test_cv_tolerance_keeps_the_channel_curve(monkeypatch, K):
     assert np.max(diff) < 0.05 * np.min(b["n_channels_sem_loss"])
     # the final fit on all data still runs to the estimator's tolerance
     np.testing.assert_allclose(loose.loss_history_, tight.loss_history_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_solve_psd_reads_the_upper_triangle_in_either_memory_order(order):
+    # The C-ordered path hands LAPACK the transposed view (no transposing
+    # copy): it must still read A's upper triangle. Garbage below the
+    # diagonal makes reading the wrong one give a wrong answer.
+    from mics._linalg import solve_psd
+
+    rng = np.random.default_rng(7)
+    F = rng.standard_normal((12, 12))
+    S = F @ F.T + 12 * np.eye(12)
+    B = rng.standard_normal((12, 3))
+    A = np.array(np.triu(S) + np.tril(rng.standard_normal((12, 12)), -1), order=order)
+    kept = A.copy(order=order)
+    want = np.linalg.solve(S, B)
+    np.testing.assert_allclose(solve_psd(A, B), want, rtol=1e-10)
+    np.testing.assert_allclose(solve_psd(A, B[:, 0]), want[:, 0], rtol=1e-10)
+    np.testing.assert_array_equal(A, kept)  # inputs are not overwritten
+    # singular: the minimum-norm least-squares answer, not a failure
+    u = rng.standard_normal((12, 1))
+    P = np.array(u @ u.T, order=order)
+    np.testing.assert_allclose(solve_psd(P, B), np.linalg.pinv(u @ u.T) @ B, atol=1e-10)
