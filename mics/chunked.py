@@ -182,15 +182,44 @@ def residualize(Y, Z):
 
     The in-memory test regresses the additive modulator effect out of the
     target before shifting; this is the same regression from ``Z^T Z`` and
-    ``Z^T Y`` computed by Dask (memory bounded by a block).
+    ``Z^T Y`` summed block by block (memory bounded by a block), in float64.
+
+    Every block's arithmetic runs in one of our tasks on arrays the task
+    makes itself. ``distributed`` can hand a task a block (or a constant)
+    that starts at any byte, and NumPy then skips BLAS and its vectorised
+    loops, which sum in another order: with Dask's own ``Z.T @ Y`` the same
+    data gave null statistics that differed in the last digits with the
+    number of workers, and from run to run on two.
+
+    Parameters
+    ----------
+    Y : dask array of shape (n, q)
+    Z : dask array of shape (n, m), on Y's row blocks
+
+    Returns
+    -------
+    dask array of shape (n, q), float64
     """
+    import dask.array as da
+
     from mics.parallel import _compute
 
-    z_mean, y_mean = Z.mean(axis=0), Y.mean(axis=0)
-    Zc = Z - z_mean
-    Szz, Szy, z_mean, y_mean = _compute(Zc.T @ Zc, Zc.T @ (Y - y_mean), z_mean, y_mean)
+    shifts = _compute(Z.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0))
+    sums = _xy_moments_delayed(Z, Y, None, shifts, names=("Z", "Y"))
+    n, sz, sy, zz, zy, _ = _compute(sums)[0]
+    dz, dy = sz / n, sy / n
+    Szz = zz - n * np.outer(dz, dz)
+    Szy = zy - n * np.outer(dz, dy)
     beta = np.linalg.lstsq(Szz, Szy, rcond=None)[0]
-    return Y - y_mean - (Z - z_mean) @ beta
+    z_mean, y_mean = shifts[0] + dz, shifts[1] + dy
+    return da.map_blocks(_residual_block, Y, Z, y_mean, z_mean, beta, dtype=np.float64)
+
+
+def _residual_block(y, z, y_mean, z_mean, beta):
+    """``y - y_mean - (z - z_mean) beta`` for one row block, on new (aligned) arrays."""
+    out = np.asarray(y, dtype=np.float64) - y_mean
+    out -= (np.asarray(z, dtype=np.float64) - z_mean) @ np.array(beta, dtype=np.float64)
+    return out
 
 
 def compute_in_batches(tasks, batch, desc, verbose):
@@ -294,12 +323,12 @@ def default_batch(n_jobs=None):
 
 
 # ----------------------------------------------------------------------------- RRR
-def _xy_block(x, y, x_shift, y_shift, index):
+def _xy_block(x, y, x_shift, y_shift, index, names=("X", "Y")):
     """Sums of one row block for reduced-rank regression: ``n, sum a, sum b, a^T a, a^T b, b^T b``
-    with ``a = x - x_shift``, ``b = y - y_shift``."""
+    with ``a = x - x_shift``, ``b = y - y_shift`` (new arrays: aligned, see ``residualize``)."""
     a = np.asarray(x, dtype=np.float64) - x_shift
     b = np.asarray(y, dtype=np.float64) - y_shift
-    for v, name in ((a, "X"), (b, "Y")):
+    for v, name in zip((a, b), names, strict=True):
         if not np.all(np.isfinite(v)):
             raise ValueError(f"{name} contains NaN or infinity in row block {index}.")
     return (a.shape[0], a.sum(axis=0), b.sum(axis=0), a.T @ a, a.T @ b, b.T @ b)
@@ -310,7 +339,7 @@ def _add_xy(parts):
     return tuple(sum(vals) for vals in zip(*parts, strict=True))
 
 
-def _xy_moments_delayed(X, Y, idx, shifts):
+def _xy_moments_delayed(X, Y, idx, shifts, names=("X", "Y")):
     """Delayed :func:`_xy_block` sums of rows ``idx`` (all when None; None for no rows)."""
     import dask
 
@@ -322,7 +351,7 @@ def _xy_moments_delayed(X, Y, idx, shifts):
         X, Y = _rows(X, idx), _rows(Y, idx)
     block = dask.delayed(_xy_block, pure=True)
     parts = [
-        block(xb, yb, *shifts, i)
+        block(xb, yb, *shifts, i, names)
         for i, (xb, yb) in enumerate(zip(_blocks(X), _blocks(Y), strict=True))
     ]
     return _tree_sum(parts, combine=_add_xy)
