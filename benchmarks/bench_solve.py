@@ -15,24 +15,14 @@ Run: ``python benchmarks/bench_solve.py [--sizes 60 100 300] [--repeats 300]``.
 from __future__ import annotations
 
 import argparse
-import time
 from functools import partial
 
 import numpy as np
+from bench_kernels import median_time
 from scipy.linalg import lapack
 from threadpoolctl import threadpool_limits
 
 from mics._linalg import solve_psd
-
-
-def median_time(func, repeats):
-    func()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main():
