@@ -202,9 +202,9 @@ def residualize(Y, Z):
     """
     import dask.array as da
 
-    from mics.parallel import _compute
+    from mics.parallel import _compute, _first_block_means
 
-    shifts = _compute(Z.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0))
+    shifts = _first_block_means(Z, Y)
     sums = _xy_moments_delayed(Z, Y, None, shifts, names=("Z", "Y"))
     n, sz, sy, zz, zy, _ = _compute(sums)[0]
     dz, dy = sz / n, sy / n
@@ -374,9 +374,9 @@ def xy_fold_moments(X, Y, splits):
     shifts : tuple of ndarray
         ``(x_shift, y_shift)``.
     """
-    from mics.parallel import _compute
+    from mics.parallel import _compute, _first_block_means
 
-    shifts = _compute(X.blocks[0].mean(axis=0), Y.blocks[0].mean(axis=0))
+    shifts = _first_block_means(X, Y)
     total, tests, excluded = _fold_graph(
         X.shape[0], list(splits), lambda idx: _xy_moments_delayed(X, Y, idx, shifts), _add_xy
     )

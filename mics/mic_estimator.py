@@ -289,8 +289,8 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
             # moments follow from its moments exactly, with no variance pass
             # and no standardised copies (about 25 ms and 64 MB at T = 20000,
             # p = 300, q = 100, m = 3).
-            fit = self._fit_standardised_moments(compute_moments(X, Y, Z), None, rng, y_1d)
-            return fit._label_outputs()
+            self._fit_standardised_moments(compute_moments(X, Y, Z), None, rng, y_1d)
+            return self._label_outputs()
         scales = InputScales.from_data(X, Y, Z)
         X, Y, Z = scales.standardize(X, Y, Z)
 
@@ -513,7 +513,6 @@ class MICs(_CommunicationSubspaceMixin, BaseEstimator):
         :meth:`_fit_standardised_moments`.
         """
         p, q = total.G.shape[0] - 1, total.Gy.shape[2]
-        self.solver_ = "moments"
         if total.n < 2:
             raise ValueError(f"at least 2 samples are needed, got {total.n}.")
         if y_1d and q != 1:

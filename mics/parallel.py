@@ -113,9 +113,14 @@ def _mean_shifts(X, Y, Z):
     return _compute(X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
 
 
+def _first_block_means(*arrays):
+    """Column means of each array's first row block: roughly the means, for one block."""
+    return _compute(*(a.blocks[0].mean(axis=0) for a in arrays))
+
+
 def _first_block_shifts(X, Y, Z):
-    """Means of the first row block: roughly the mean, and it costs one block."""
-    return _compute(*(a.blocks[0].mean(axis=0) for a in (X, Z, Y)))
+    """Shifts ``(x, z, y)`` for the moment pass: the first row block's means."""
+    return _first_block_means(X, Z, Y)
 
 
 # ----------------------------------------------------------------------------- tasks
