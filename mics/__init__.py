@@ -4,15 +4,25 @@ Reduced-rank regression finds the *communication subspace* through which a
 source population predicts a target population. ``mics`` adds a modulator
 (running, arousal, another population) and finds the channels through which
 that modulator gates the interaction.
+
+The package is layered; each layer imports only those below it
+(``docs/architecture.md``)::
+
+    cli, report, plotting, datasets, io, preprocessing, simulation   periphery
+    workflows     the modulation test, bootstrap, lag scans, sessions
+    estimators    thin scikit-learn classes (MICs, reduced-rank regression)
+    model         fit, selection over folds, solver choice, decomposition
+    data          the seam: labels, validation, folds, Dask graphs, Problem
+    core          numerics on plain arrays (statistics, ALS, RRR, kernels)
 """
 
-from mics import io, preprocessing
-from mics.estimators import ReducedRankRegression, ReducedRankRegressionCV
-from mics.inference import bootstrap_channels, test_modulation
-from mics.mic_estimator import MICs
-from mics.persistence import load
-from mics.simulation import GroundTruth, simulate
-from mics.trial_simulation import simulate_trials
+from mics import _compat, io, preprocessing
+from mics._version import __version__
+from mics.estimators import MICs, ReducedRankRegression, ReducedRankRegressionCV, load
+from mics.simulation import GroundTruth, simulate, simulate_trials
+from mics.workflows import bootstrap_channels, lag_scan, test_modulation
+
+_compat.install()
 
 __all__ = [
     "MICs",
@@ -23,29 +33,20 @@ __all__ = [
     "simulate_trials",
     "test_modulation",
     "bootstrap_channels",
+    "lag_scan",
     "load",
     "io",
     "preprocessing",
+    "__version__",
 ]
-__version__ = "0.1.0"
 
-# Submodules loaded on first use, so `import mics` stays light (matplotlib and
+# Subpackages loaded on first use, so `import mics` stays light (matplotlib and
 # dask are imported only by the modules that need them).
-_LAZY = (
-    "chunked",
-    "datasets",
-    "decomposition",
-    "lags",
-    "parallel",
-    "plotting",
-    "recovery",
-    "selection",
-    "trials",
-)
+_LAZY = ("core", "data", "datasets", "estimators", "model", "plotting", "simulation", "workflows")
 
 
 def __getattr__(name):
-    if name in _LAZY:
+    if name in _LAZY or f"mics.{name}" in _compat.MOVED:
         import importlib
 
         return importlib.import_module(f"mics.{name}")

@@ -147,8 +147,8 @@ def _figures(model, Zd, test, boot):
 
 def _demo(args):
     import mics
-    from mics.decomposition import format_decomposition, summarize
-    from mics.recovery import factor_match_score, relative_tensor_error
+    from mics.model.decomposition import format_decomposition, summarize
+    from mics.simulation.recovery import factor_match_score, relative_tensor_error
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,8 @@ da = pytest.importorskip("dask.array")
 pytest.importorskip("distributed")
 
 import mics  # noqa: E402
-from mics.moments import compute_moments  # noqa: E402
-from mics.parallel import fit_each_session  # noqa: E402
+from mics.core.stats import compute_moments  # noqa: E402
+from mics.workflows.sessions import fit_each_session  # noqa: E402
 from tests._generate import make_mic_data  # noqa: E402
 
 RTOL = 1e-10
@@ -335,7 +335,7 @@ def test_worker_config_drops_malloc_trim_only():
     import dask
     from distributed import Client, LocalCluster
 
-    from mics.parallel import worker_config
+    from mics.data.chunked import worker_config
 
     config = worker_config()["distributed.nanny.pre-spawn-environ"]
     default = dask.config.get("distributed.nanny.pre-spawn-environ")
@@ -360,12 +360,11 @@ def test_chunked_selection_reads_each_row_once(data, monkeypatch, gap):
     """Without a gap the held-out blocks partition the rows: the total is their sum."""
     import dask
 
-    import mics.chunked
-    import mics.parallel
+    import mics.data.chunked
 
     X, Y, Z, _ = data
     rows = []
-    block, xy_block = mics.parallel._block_moments, mics.chunked._xy_block
+    block, xy_block = mics.data.chunked._block_moments, mics.data.chunked._xy_block
 
     def counting(x, *args):
         rows.append(len(x))
@@ -375,8 +374,8 @@ def test_chunked_selection_reads_each_row_once(data, monkeypatch, gap):
         rows.append(len(x))
         return xy_block(x, *args)
 
-    monkeypatch.setattr(mics.parallel, "_block_moments", counting)
-    monkeypatch.setattr(mics.chunked, "_xy_block", counting_xy)
+    monkeypatch.setattr(mics.data.chunked, "_block_moments", counting)
+    monkeypatch.setattr(mics.data.chunked, "_xy_block", counting_xy)
     with dask.config.set(scheduler="sync"):
         mics.MICs(rank=2, max_channels=1, cv=5, gap=gap, random_state=0, verbose=0).fit(
             *lazy(X, Y, Z)
@@ -457,7 +456,7 @@ def test_residualized_target_does_not_depend_on_block_alignment():
     # (blocks moved between workers arrive at any byte). Each block task
     # must work on arrays it makes itself; sizes where NumPy uses BLAS and
     # its vectorised sums when the arrays are aligned.
-    from mics.chunked import _residual_block, _xy_block, residualize
+    from mics.data.chunked import _residual_block, _xy_block, residualize
 
     rng = np.random.default_rng(3)
     Y = rng.standard_normal((400, 40))
@@ -485,7 +484,7 @@ def test_residualized_target_same_bits_on_worker_processes():
     # statistics inherited the difference. Now the same bits.
     from distributed import Client, LocalCluster
 
-    from mics.chunked import residualize
+    from mics.data.chunked import residualize
 
     rng = np.random.default_rng(0)
     Y = rng.standard_normal((20000, 100))

@@ -15,7 +15,7 @@ import xarray as xr
 from numpy.testing import assert_allclose
 from sklearn.exceptions import NotFittedError
 
-from mics.decomposition import (
+from mics.model.decomposition import (
     PARTS,
     communication_matrix,
     decompose,

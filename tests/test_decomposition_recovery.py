@@ -26,13 +26,13 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import mics
-from mics.decomposition import (
+from mics.model.decomposition import (
     PARTS,
     decompose,
     modulator_percentiles,
     state_conditioned_subspaces,
 )
-from mics.recovery import factor_match_score, match_channels
+from mics.simulation.recovery import factor_match_score, match_channels
 
 SIZES = {
     "n_samples": 1500,

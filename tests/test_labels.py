@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from mics._labels import LabelInfo, unwrap, wrap_matrix, wrap_patterns, wrap_timeseries
+from mics.data.labels import LabelInfo, unwrap, wrap_matrix, wrap_patterns, wrap_timeseries
 
 rng = np.random.default_rng(0)
 

@@ -7,8 +7,8 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from mics import MICs
-from mics.modulation import DataOperator, MomentOperator, fit_baseline, fit_mic_model
-from mics.moments import compute_moments
+from mics.core.als import DataOperator, MomentOperator, fit_baseline, fit_mic_model
+from mics.core.stats import compute_moments
 
 from ._generate import factor_match, make_mic_data, tensor_error
 

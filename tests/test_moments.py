@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from mics.modulation import MomentOperator
-from mics.moments import compute_moments
+from mics.core.als import MomentOperator
+from mics.core.stats import compute_moments
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 import mics  # noqa: E402
-from mics.moments import compute_moments  # noqa: E402
-from mics.parallel import fit_from_moments, moments_from_dask, moments_from_sessions  # noqa: E402
+from mics.core.stats import compute_moments  # noqa: E402
+from mics.data.chunked import moments_from_dask, moments_from_sessions  # noqa: E402
+from mics.model.fit import fit_from_moments  # noqa: E402
 from tests._generate import make_mic_data  # noqa: E402
 
 UNEVEN = (97, 250, 3, 300, 150)  # 800 rows in uneven blocks, one of three rows

@@ -10,7 +10,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import KFold
 
 import mics
-from mics.persistence import FORMAT_VERSION, model_to_dataset
+from mics.estimators.persistence import FORMAT_VERSION, model_to_dataset
 from tests._generate import make_mic_data
 
 T, P, Q, M = 400, 12, 9, 2

@@ -9,7 +9,7 @@ from matplotlib.collections import PathCollection  # noqa: E402
 
 import mics  # noqa: E402
 from mics import plotting  # noqa: E402
-from mics.decomposition import PARTS  # noqa: E402
+from mics.model.decomposition import PARTS  # noqa: E402
 from tests._generate import make_mic_data  # noqa: E402
 
 

@@ -17,8 +17,8 @@ from scipy import linalg  # noqa: E402
 
 import mics  # noqa: E402
 from mics import plotting  # noqa: E402
-from mics.decomposition import PARTS  # noqa: E402
-from mics.inference import ModulationTest  # noqa: E402
+from mics.model.decomposition import PARTS  # noqa: E402
+from mics.workflows.inference import ModulationTest  # noqa: E402
 from tests._generate import make_mic_data  # noqa: E402
 
 NAMES = ["running", "pupil", "whisking"]

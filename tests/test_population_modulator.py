@@ -6,14 +6,13 @@ import warnings
 import numpy as np
 import pytest
 
-import mics.modulation as modulation
+import mics.core.als as modulation
 from mics import MICs, simulate
-from mics.decomposition import pattern_states
-from mics.linear_moments import RawLinearMoments
-from mics.modulation import DataOperator, _contract_pair, _solve_factor
-from mics.moments import compute_moments
-from mics.solver_cost import choose_solver, path_costs
-from mics.weighted_grams import WeightedGrams
+from mics.core.als import DataOperator, _contract_pair, _solve_factor
+from mics.core.grams import WeightedGrams
+from mics.core.stats import RawLinearMoments, compute_moments
+from mics.model.decomposition import pattern_states
+from mics.model.solver import choose_solver, choose_solver_for, path_costs
 
 
 @pytest.fixture(scope="module")
@@ -211,8 +210,8 @@ def test_auto_solver_chooses_by_cost_and_memory():
     assert choose_solver(20000, 60, 40, 3, memory_limit=1e4) == "data"
     costs = path_costs(20000, 300, 100, 200)
     assert costs["moments"][1] > 2e10 > 2e9 > costs["data"][1]
-    assert MICs()._choose_solver(3000, 60, 100, 40) == "data"
-    assert MICs()._choose_solver(3000, 60, 3, 40) == "moments"
+    assert choose_solver_for(MICs().get_params(), 3000, 60, 100, 40) == "data"
+    assert choose_solver_for(MICs().get_params(), 3000, 60, 3, 40) == "moments"
 
 
 def test_auto_solver_picks_the_path_measured_faster():
@@ -223,10 +222,10 @@ def test_auto_solver_picks_the_path_measured_faster():
     # m=10; the default selection took 1.10 s and 12.03 s at m=3, 133.7 s and
     # 34.1 s at m=60.
     capped = dict(rank=2, cv=5, max_channels=2, n_init=1, max_iter=50)
-    assert MICs(**capped)._choose_solver(4000, 79, 31, 31) == "data"
-    assert MICs(**capped)._choose_solver(4000, 79, 10, 31) == "moments"
-    assert MICs(rank=2)._choose_solver(4000, 79, 3, 31) == "moments"
-    assert MICs(rank=2)._choose_solver(4000, 79, 60, 31) == "data"
+    assert choose_solver_for(MICs(**capped).get_params(), 4000, 79, 31, 31) == "data"
+    assert choose_solver_for(MICs(**capped).get_params(), 4000, 79, 10, 31) == "moments"
+    assert choose_solver_for(MICs(rank=2).get_params(), 4000, 79, 3, 31) == "moments"
+    assert choose_solver_for(MICs(rank=2).get_params(), 4000, 79, 60, 31) == "data"
     # fewer sweeps a fit leave less time for the moment pass to pay back
     few = path_costs(4000, 79, 31, 10, n_fits=11, max_iter=20)
     many = path_costs(4000, 79, 31, 10, n_fits=11)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorly as tl
 
-from mics.recovery import (
+from mics.simulation import simulate
+from mics.simulation.recovery import (
     cp_factors,
     detection_rates,
     factor_match_score,
@@ -16,7 +17,6 @@ from mics.recovery import (
     relative_tensor_error,
     subspace_angles_deg,
 )
-from mics.simulation import simulate
 
 
 @pytest.fixture(scope="module")

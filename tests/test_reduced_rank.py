@@ -6,8 +6,8 @@ import scipy.io
 from sklearn.utils.estimator_checks import check_estimator
 
 from mics import MICs, ReducedRankRegression, ReducedRankRegressionCV
-from mics.reduced_rank import ridge_lambda_grid
-from mics.scoring import normalized_squared_error, one_sem_rule
+from mics.core.heldout import normalized_squared_error, one_sem_rule
+from mics.core.rrr import ridge_lambda_grid
 
 # Training-set NSE of Y_V2 on X for ranks 0..10, from Semedo's MATLAB code.
 REFERENCE_NSE = [

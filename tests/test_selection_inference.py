@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import mics
-from mics.modulation import MomentOperator, fit_mic_model
-from mics.moments import compute_moments
-from mics.selection import BlockedKFold, _data_heldout_loss, heldout_loss
+from mics.core.als import MomentOperator, fit_mic_model
+from mics.core.heldout import data_heldout_loss, heldout_loss
+from mics.core.stats import compute_moments
+from mics.data.folds import BlockedKFold
 
 from ._generate import make_mic_data
 
@@ -21,7 +22,7 @@ def test_heldout_loss_from_moments_equals_direct_prediction():
     block = compute_moments(X[test], Y[test], Z[test], shifts=shifts)
     cm = (total - block).centered()
     fit = fit_mic_model(MomentOperator(cm), 2, 2, random_state=0)
-    direct = _data_heldout_loss((X, Y, Z), test, cm, fit.coef, fit.modulator_coef, fit)
+    direct = data_heldout_loss((X, Y, Z), test, cm, fit.coef, fit.modulator_coef, fit)
     assert heldout_loss(block, cm, fit.coef, fit.modulator_coef, fit) == pytest.approx(
         direct, rel=1e-9
     )
@@ -49,7 +50,7 @@ def test_heldout_loss_for_any_rank_of_the_baseline(rank):
     rng = np.random.default_rng(rank)
     B = rng.standard_normal((15, rank)) @ rng.standard_normal((rank, 10)) / 4
     D = rng.standard_normal((3, 10)) / 4
-    direct = _data_heldout_loss((X, Y, Z), test, cm, B, D, None)
+    direct = data_heldout_loss((X, Y, Z), test, cm, B, D, None)
     assert heldout_loss(block, cm, B, D) == pytest.approx(direct, rel=1e-9)
 
 
@@ -137,7 +138,7 @@ def test_bootstrap_intervals_cover_the_truth():
     draws = boot["source_patterns_draws"].values
     assert np.all(np.einsum("bpk,pk->bk", draws, model.source_patterns_) > 0)
     # the whole-tensor fractions' intervals reach the readable summary
-    from mics.decomposition import summarize
+    from mics.model.decomposition import summarize
 
     text = summarize(model.decompose(), intervals=boot)
     assert "CI" in text

@@ -6,16 +6,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mics.inference import _collect_null, _monte_carlo_p_value
-from mics.modulation import (
+from mics.core.als import (
     DataOperator,
     MomentOperator,
     _baseline_path,
     _contract_pair,
     fit_mic_model,
 )
-from mics.moments import compute_moments
-from mics.selection import BlockedKFold, heldout_loss
+from mics.core.heldout import heldout_loss
+from mics.core.stats import compute_moments
+from mics.data.folds import BlockedKFold
+from mics.workflows.inference import _collect_null, _monte_carlo_p_value
 
 from ._generate import make_mic_data
 
@@ -176,37 +177,12 @@ def test_warm_start_is_a_start_not_the_answer():
     assert two.weights.size == 2
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_fit_without_the_fixed_baseline_stage_reaches_the_same_optimum(seed, monkeypatch):
-    """The benchmarks' experiment: joint stage straight after the probes.
-
-    Both schedules are exact block minimisations of one loss, so run to
-    convergence they reach the same optimum from the same start, and the
-    history never increases.
-    """
-    import mics.modulation as modulation
-
-    op = _fold_operator(seed)
-    kw = dict(n_init=0, max_iter=2000, tol=1e-12)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        default = fit_mic_model(op, 3, 2, **kw)
-        monkeypatch.setattr(modulation, "_CONTINUE_MODULATION_STAGE", False)
-        joint = fit_mic_model(op, 3, 2, **kw)
-    h = joint.loss_history
-    assert np.all(np.diff(h) <= 1e-10 * np.abs(h[:-1]))
-    assert joint.n_iter < default.n_iter  # the schedules did differ
-    assert joint.loss_history[-1] == pytest.approx(default.loss_history[-1], rel=1e-10)
-    Wj, Wd = joint.modulation_tensor(), default.modulation_tensor()
-    assert np.linalg.norm(Wj - Wd) / np.linalg.norm(Wd) < 1e-8
-
-
 # ---------------------------------------------------------------- sequential test
 def test_sequential_p_value_equals_full_test_when_not_stopped():
     null = np.array([0.1, 0.5, -0.2, 0.3, 0.05])
     assert _monte_carlo_p_value(null, 0.4, 5, None) == pytest.approx(2 / 6)
     assert _monte_carlo_p_value(null, 0.4, 5, 3) == pytest.approx(2 / 6)  # 1 < h exceedances
-    stopped = _collect_null(((v, None) for v in null), 0.0, 5, 2, 0)
+    stopped = _collect_null(iter(null), 0.0, 5, 2, 0)
     np.testing.assert_array_equal(stopped, null[:2])
     assert _monte_carlo_p_value(stopped, 0.0, 5, 2) == pytest.approx(2 / 2)
 
@@ -219,7 +195,7 @@ def test_sequential_test_is_calibrated_on_null_draws(h):
     rejections, evaluated = 0, 0
     for _ in range(reps):
         draws = rng.standard_normal(n_perm + 1)  # observed and nulls exchangeable
-        null = _collect_null(((v, None) for v in draws[1:]), draws[0], n_perm, h, 0)
+        null = _collect_null(iter(draws[1:]), draws[0], n_perm, h, 0)
         evaluated += null.size
         rejections += _monte_carlo_p_value(null, draws[0], n_perm, h) <= alpha
     ci = stats.binomtest(rejections, reps).proportion_ci(0.99)
@@ -252,7 +228,9 @@ def test_sequential_modulation_test_same_for_one_and_two_jobs():
 def test_null_statistic_skips_only_the_final_fit(groups):
     """A null statistic needs the CV losses only: the same value, no final fit."""
     import mics
-    from mics.inference import _improvement
+    from mics.data import make_problem
+    from mics.model.fit import fit_problem
+    from mics.workflows.inference import best_gain
 
     X, Y, Z, _ = make_mic_data(T=400, p=6, q=5, m=2, K=1, seed=3)
     g = np.repeat(np.arange(40), 10) if groups else None
@@ -260,14 +238,12 @@ def test_null_statistic_skips_only_the_final_fit(groups):
     Zs = np.roll(Z, 97, axis=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        full, model = _improvement(est, X, Y, Zs, g)
-        quick, skipped = _improvement(est, X, Y, Zs, g, cv_only=True)
-    assert quick == full
+        model = est.fit(X, Y, Zs, groups=g)
+        skipped = fit_problem(est.get_params(), make_problem(X, Y, Zs, groups=g), cv_only=True)
+    assert best_gain(skipped.cv_results) == best_gain(model.cv_results_)
     for key, value in model.cv_results_.items():
-        np.testing.assert_array_equal(skipped.cv_results_[key], value)
-    assert hasattr(model, "coef_") and not hasattr(skipped, "coef_")
-    # the flag is private to that clone
-    assert not mics.MICs()._cv_only and "_cv_only" not in mics.MICs().get_params()
+        np.testing.assert_array_equal(skipped.cv_results[key], value)
+    assert hasattr(model, "coef_") and skipped.fit is None
 
 
 @pytest.mark.slow
@@ -311,7 +287,7 @@ def test_stopped_tests_keep_their_worker_processes():
 def test_single_blas_thread_limits_and_restores():
     from threadpoolctl import threadpool_info
 
-    from mics._linalg import single_blas_thread
+    from mics.core.linalg import single_blas_thread
 
     def blas_threads():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
@@ -334,7 +310,8 @@ def test_cv_tolerance_keeps_the_channel_curve(monkeypatch, K):
     over-specified candidates that the tolerance is for.
     """
     import mics
-    from mics import modulation, selection
+    from mics.core import als as modulation
+    from mics.model import selection
 
     calls, cv_tol = [], selection._CV_TOL
     fit_mic_model_ = modulation.fit_mic_model
@@ -375,7 +352,7 @@ def test_solve_psd_reads_the_upper_triangle_in_either_memory_order(order):
     # The C-ordered path hands LAPACK the transposed view (no transposing
     # copy): it must still read A's upper triangle. Garbage below the
     # diagonal makes reading the wrong one give a wrong answer.
-    from mics._linalg import solve_psd
+    from mics.core.linalg import solve_psd
 
     rng = np.random.default_rng(7)
     F = rng.standard_normal((12, 12))

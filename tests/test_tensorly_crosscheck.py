@@ -45,8 +45,8 @@ import pytest
 tensorly_regression = pytest.importorskip("tensorly.regression")
 
 from mics import MICs  # noqa: E402
-from mics.modulation import DataOperator, MomentOperator, fit_mic_model  # noqa: E402
-from mics.moments import compute_moments  # noqa: E402
+from mics.core.als import DataOperator, MomentOperator, fit_mic_model  # noqa: E402
+from mics.core.stats import compute_moments  # noqa: E402
 
 T, P, Q, M, K = 300, 6, 4, 2, 2
 RTOL = 1e-5  # agreement of the dense tensors (relative Frobenius)

@@ -9,9 +9,7 @@ import xarray as xr
 from sklearn.model_selection import KFold
 
 import mics
-from mics import inference
-from mics.preprocessing import lag_embed, subtract_condition_means
-from mics.trials import (
+from mics.data.folds import (
     TrialBlockedKFold,
     check_groups,
     cv_splits,
@@ -19,6 +17,8 @@ from mics.trials import (
     trial_bootstrap_indices,
     trial_permutation_indices,
 )
+from mics.data.problem import ArrayProblem
+from mics.preprocessing import lag_embed, subtract_condition_means
 
 
 def _unequal_trials(seed=0, n_trials=23):
@@ -111,13 +111,13 @@ def test_bootstrap_channels_resamples_whole_trials(monkeypatch):
     groups = ds.trial.values
     model = mics.MICs(rank=1, n_channels=1, n_init=1, verbose=0, random_state=0).fit(X, Y, Z)
     seen = []
-    original = inference._boot_fit
+    original = ArrayProblem.resampled
 
-    def spy(estimator, X, Y, Z, idx, seed, groups=None):
+    def spy(self, idx, groups=None):
         seen.append(idx)
-        return original(estimator, X, Y, Z, idx, seed, groups)
+        return original(self, idx, groups)
 
-    monkeypatch.setattr(inference, "_boot_fit", spy)
+    monkeypatch.setattr(ArrayProblem, "resampled", spy)
     out = mics.bootstrap_channels(model, ds.X, ds.Y, ds.Z, n_boot=3, verbose=0, random_state=1)
     assert out.attrs["resampling"] == "trial"  # picked up from the trial coordinate
     assert len(seen) == 3

@@ -16,10 +16,10 @@ from mics import (
     simulate,
     test_modulation,
 )
-from mics.moments import compute_moments
-from mics.parallel import fit_from_moments
-from mics.reduced_rank import ridge_lambda_grid
-from mics.units import InputScales, scale_moments
+from mics.core.rrr import ridge_lambda_grid
+from mics.core.scales import InputScales, scale_moments
+from mics.core.stats import compute_moments
+from mics.model.fit import fit_from_moments
 
 RTOL = 1e-6
 

@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 from mics import MICs, ReducedRankRegressionCV, bootstrap_channels, simulate, test_modulation
-from mics._validation import check_count, check_fraction
+from mics.data.validation import check_count, check_fraction
 from mics.io import build_inputs
 from mics.preprocessing import zscore
 

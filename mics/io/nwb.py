@@ -183,7 +183,7 @@ def load_nwb(
         If the file is not readable NWB, has no ophys traces, the series are
         on different clocks, or a behaviour clock misses the imaging clock.
     """
-    from mics.preprocessing import align_to_frames
+    from mics.preprocessing.calcium import align_to_frames
 
     pynwb = require("pynwb", "reading NWB files")
     path = existing_file(path, "NWB file")

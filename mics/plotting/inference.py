@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mics.decomposition import PARTS
+from mics.model.decomposition import PARTS
 from mics.plotting.model import PART_COLORS, PART_LABELS, _new_axes
 
 __all__ = ["plot_null_distribution", "plot_bootstrap_intervals"]
@@ -15,7 +15,7 @@ def plot_null_distribution(result, ax=None, bins=None):
 
     Parameters
     ----------
-    result : mics.inference.ModulationTest
+    result : mics.workflows.ModulationTest
         From :func:`mics.test_modulation`.
     ax : matplotlib.axes.Axes, optional
         Axes to draw into; created when omitted.
@@ -87,7 +87,7 @@ def plot_bootstrap_intervals(intervals, model=None, ax=None):
     ax : matplotlib.axes.Axes
         Groups ``channel 0, ..., channel K-1, total`` along x; in each group
         one bar per kind of modulation (one ``BarContainer`` per kind, in the
-        order of :data:`mics.decomposition.PARTS`) at the point estimate and
+        order of :data:`mics.model.PARTS`) at the point estimate and
         a vertical interval line from ``low`` to ``high`` (one
         ``LineCollection`` per kind, labelled ``"<kind> interval"``).
 

@@ -1,4 +1,4 @@
-"""Figure of a lag scan (:func:`mics.lags.lag_scan`): communication and modulation vs lag."""
+"""Figure of a lag scan (:func:`mics.lag_scan`): communication and modulation vs lag."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def plot_lag_scan(scan, axes=None):
     Parameters
     ----------
     scan : xarray.Dataset
-        From :func:`mics.lags.lag_scan`.
+        From :func:`mics.lag_scan`.
     axes : sequence of matplotlib.axes.Axes, optional
         One axes for communication, a second for modulation when the scan
         has it. New axes are created when omitted.
@@ -25,7 +25,7 @@ def plot_lag_scan(scan, axes=None):
     axes : list of matplotlib.axes.Axes
     """
     if "communication" not in getattr(scan, "data_vars", {}):
-        raise ValueError("scan must be the Dataset returned by mics.lags.lag_scan.")
+        raise ValueError("scan must be the Dataset returned by mics.lag_scan.")
     panels = [("communication", "CV communication (1 - NSE)", "C0")]
     if "modulation" in scan:
         panels.append(("modulation", "CV modulation gain (NSE)", "C3"))

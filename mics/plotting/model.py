@@ -8,7 +8,7 @@ calls ``plt.show``.
 
 import numpy as np
 
-from mics.decomposition import PARTS
+from mics.model.decomposition import PARTS
 from mics.plotting._names import MAX_NAMED_TICKS, fitted_names, names_or_default
 
 __all__ = [
@@ -261,7 +261,7 @@ def plot_decomposition(model_or_dataset, ax=None):
     Returns
     -------
     ax : matplotlib.axes.Axes
-        Bars are added in the order of :data:`mics.decomposition.PARTS`, one
+        Bars are added in the order of :data:`mics.model.PARTS`, one
         ``BarContainer`` per kind (``ax.containers``), with rows
         ``channel 0, ..., channel K-1, total`` from top to bottom.
     """

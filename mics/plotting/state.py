@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
-from mics.decomposition import modulator_percentiles, state_conditioned_subspaces
+from mics.model.decomposition import modulator_percentiles, state_conditioned_subspaces
 from mics.plotting._names import MAX_NAMED_TICKS, fitted_names, names_or_default
 from mics.plotting.model import _pyplot, _require
 
@@ -76,7 +76,7 @@ def state_angles(model, Z, modulator, percentiles=(10, 90), rank=None):
     Returns
     -------
     readout : xarray.Dataset
-        :func:`mics.decomposition.state_conditioned_subspaces` at the two
+        :func:`mics.model.state_conditioned_subspaces` at the two
         states (``state`` = low, high) plus ``source_state_angles`` and
         ``target_state_angles`` (``angle``): principal angles in degrees,
         ascending, between the low- and the high-state subspaces.

@@ -1,0 +1,766 @@
+"""The MIC model fitted by exact block minimisation (alternating least squares).
+
+Loss (MODEL.md section 3)::
+
+    ||Y - X B - Z D - Phi W||^2 + alpha_B ||B||^2
+        + alpha_W sum_k (||a_k||^2 + ||b_k||^2 + ||c_k||^2)
+
+with ``rank(B) <= r`` and ``W = sum_k a_k o b_k o c_k`` (weights absorbed in
+the factors while fitting). Each block -- the baseline ``(B, D)``, then the
+source, modulator and target patterns -- is an exact (ridge) least-squares
+solve given the others, so the recorded loss never increases.
+
+The maths is written once, against an *operator* that supplies the Gram
+matrices and right-hand sides each block needs. :class:`MomentOperator`
+gets them from the sufficient statistics (cost independent of the number of
+samples); :class:`DataOperator` from the centred data itself, for problems
+whose interaction moments ``(pm)^2`` would not fit in memory. Both give the
+same iterates up to rounding.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
+
+from mics.core.grams import WeightedGrams
+from mics.core.linalg import canonical_signs, single_blas_thread, solve_psd
+
+__all__ = [
+    "MomentOperator",
+    "DataOperator",
+    "MICFit",
+    "fit_mic_model",
+    "canonical_channels",
+    "cp_tensor",
+]
+
+# Sweeps each start runs before the best one is continued to convergence.
+_PROBE_SWEEPS = 5
+# Largest K * d for which a factor's channels are solved jointly.
+_JOINT_SOLVE_MAX = 256
+# Largest p m q for which the start forms the full interaction estimate;
+# above it the unfoldings are sketched (see interaction_init).
+_EXACT_INIT_MAX = 1_000_000
+_SKETCH_SIZE = 24
+_SKETCH_SEED = 20170
+
+
+# ----------------------------------------------------------------------------- operators
+class _LinearPart:
+    """Baseline quantities shared by both operators (from the linear moments)."""
+
+    def _init_linear(self, cm):
+        self.n = cm.n
+        self.Sxx, self.Sxz, self.Szz = cm.Sxx, cm.Sxz, cm.Szz
+        self.Sxy, self.Szy = cm.Sxy, cm.Szy
+        self.tr_yy = float(np.trace(cm.Syy))
+        self.p, self.m = cm.Sxz.shape
+        self.q = cm.Sxy.shape[1]
+
+    def residual_norm2(self, B, D, basis=None):
+        """``||Y - X B - Z D||^2`` from the linear scatter matrices.
+
+        ``basis`` (q, r), orthonormal with ``B = B basis basis^T`` (see
+        :meth:`MomentOperator.set_baseline`), makes ``tr(B^T S_xx B)`` cost
+        ``p^2 r`` instead of ``p^2 q``.
+        """
+        BV = B if basis is None else B @ basis
+        return float(
+            self.tr_yy
+            - 2 * np.sum(B * self.Sxy)
+            - 2 * np.sum(D * self.Szy)
+            + np.sum(BV * (self.Sxx @ BV))
+            + 2 * np.sum(B * (self.Sxz @ D))
+            + np.sum(D * (self.Szz @ D))
+        )
+
+
+class MomentOperator(_LinearPart):
+    """Block quantities from the centred sufficient statistics.
+
+    Parameters
+    ----------
+    cm : CenteredMoments
+        With the interaction moments (``M``, ``Sphix``, ``Sphiz``, ``Sphiy``).
+    """
+
+    def __init__(self, cm):
+        self._init_linear(cm)
+        p, m = self.p, self.m
+        # (a, b, i, j) layout: both contractions below are then single BLAS
+        # products over contiguous (i, j) planes.
+        self.Mab = np.ascontiguousarray(cm.M.transpose(1, 3, 0, 2)).reshape(m * m, p * p)
+        self.Sphix, self.Sphiz, self.Sphiy = cm.Sphix, cm.Sphiz, cm.Sphiy
+        self.interaction_scale = float(np.einsum("iaia->", cm.M)) / (self.p * self.m)
+
+    def set_baseline(self, B, D, basis=None):
+        """Fix the baseline ``(B, D)`` for the channel blocks.
+
+        ``basis`` (q, r): orthonormal columns with ``B = B basis basis^T``
+        (the baseline solve returns it). ``Phi^T X B`` is then formed as
+        ``(Phi^T X (B basis)) basis^T``, ``p^2 m r`` instead of ``p^2 m q``:
+        at p = 300, q = 100, r = 3 this was the costliest step of a joint
+        sweep.
+        """
+        p, m, q = self.p, self.m, self.q
+        Sphix = self.Sphix.reshape(p * m, p)
+        SphixB = Sphix @ B if basis is None else (Sphix @ (B @ basis)) @ basis.T
+        # Cross-moments of the interaction with the baseline residual R.
+        self.Sphir = (
+            self.Sphiy
+            - SphixB.reshape(p, m, q)
+            - (self.Sphiz.reshape(p * m, m) @ D).reshape(p, m, q)
+        )
+        self.rr = self.residual_norm2(B, D, basis)
+
+    def interaction_cross(self):
+        """``Phi^T R`` as a (p, m, q) tensor."""
+        return self.Sphir
+
+    def gram_source(self, C):
+        # N[k, l, i, j] = sum_ab C[a, k] C[b, l] M[i, a, j, b]: one GEMM of the
+        # (m^2, K^2) pair weights against the (m^2, p^2) planes of M.
+        m, K, p = self.m, C.shape[1], self.p
+        CC = (C[:, None, :, None] * C[None, :, None, :]).reshape(m * m, K * K)
+        return (CC.T @ self.Mab).reshape(K, K, p, p)
+
+    def gram_modulator(self, A):
+        # N[k, l, a, b] = sum_ij A[i, k] A[j, l] M[i, a, j, b]: two BLAS products.
+        p, m, K = self.p, self.m, A.shape[1]
+        T1 = (self.Mab.reshape(m * m * p, p) @ A).reshape(m * m, p, K)
+        return np.matmul(A.T, T1).reshape(m, m, K, K).transpose(2, 3, 0, 1)
+
+    def _sphir_times(self, Bm):
+        """``T[i, a, k] = sum_j Sphir[i, a, j] Bm[j, k]``."""
+        p, m = self.p, self.m
+        return (self.Sphir.reshape(p * m, self.q) @ Bm).reshape(p, m, -1)
+
+    def rhs_source(self, C, Bm):
+        return np.einsum("iak,ak->ik", self._sphir_times(Bm), C)
+
+    def rhs_modulator(self, A, Bm):
+        return np.einsum("iak,ik->ak", self._sphir_times(Bm), A)
+
+    def rhs_target(self, A, C):
+        return _contract_kr(self.Sphir, A, C)
+
+    def baseline_targets(self, A, Bm, C, H_int):
+        """Cross-moments of X and Z with ``Y - Phi W`` and its squared norm."""
+        ux = _contract_kr(self.Sphix, A, C)
+        uz = _contract_kr(self.Sphiz, A, C)
+        uy = _contract_kr(self.Sphiy, A, C)
+        rw2 = self.tr_yy - 2 * np.sum(uy * Bm) + np.sum(H_int * (Bm.T @ Bm))
+        return self.Sxy - ux @ Bm.T, self.Szy - uz @ Bm.T, float(rw2)
+
+
+def _contract_kr(S, A, C):
+    """``U[j, k] = sum_ia S[i, a, j] A[i, k] C[a, k]`` (S against the Khatri-Rao columns)."""
+    p, m, n = S.shape
+    KR = (A[:, None, :] * C[None, :, :]).reshape(p * m, -1)
+    return S.reshape(p * m, n).T @ KR
+
+
+class DataOperator(_LinearPart):
+    """Block quantities computed from the centred data, chunk-free.
+
+    Each sweep costs ``O(T (p^2 + m^2) K)`` (BLAS weighted Grams, see
+    :mod:`mics.core.grams`) and the memory is that of the data: the path
+    for a third population as modulator, whose ``(p m)^2`` interaction
+    moments would neither fit in memory nor pay for their pass over the data
+    (:mod:`mics.model.solver`).
+
+    Parameters
+    ----------
+    cm : CenteredMoments
+        Linear moments (interaction moments may be ``None``).
+    X, Y, Z : ndarray
+        Data, centred here with ``cm``'s means.
+    rows : ndarray of int, optional
+        Training rows (a cross-validation fold): gathered and centred in one
+        copy per array, the only copy of the data the fold makes.
+    """
+
+    def __init__(self, cm, X, Y, Z, rows=None):
+        self._init_linear(cm)
+        self.Xc, self.Zc, self.Yc = (
+            _centred_rows(a, mean, rows)
+            for a, mean in ((X, cm.x_mean), (Z, cm.z_mean), (Y, cm.y_mean))
+        )
+        # mean diagonal of the centred interaction scatter (relative ridge scale)
+        sq = np.sum(np.sum(self.Xc**2, axis=1) * np.sum(self.Zc**2, axis=1))
+        self.interaction_scale = float(sq - np.sum(self.Sxz**2) / self.n) / (self.p * self.m)
+
+    def set_baseline(self, B, D, basis=None):
+        # The residual R = Yc - Xc B - Zc D is never formed (T x q per joint
+        # sweep): every block needs it only through R @ v or R^T h, which
+        # cost O(T (p + m + q) K) term by term, and ||R||^2 comes from the
+        # linear moments exactly as on the moment path.
+        self.B, self.D = B, D
+        self.rr = self.residual_norm2(B, D, basis)
+
+    def _residual_times(self, V):
+        """``R @ V`` for V of shape (q, K)."""
+        return self.Yc @ V - self.Xc @ (self.B @ V) - self.Zc @ (self.D @ V)
+
+    def _residual_transposed_times(self, H):
+        """``R^T @ H`` for H of shape (T, K)."""
+        return self.Yc.T @ H - self.B.T @ (self.Xc.T @ H) - self.D.T @ (self.Zc.T @ H)
+
+    def interaction_cross(self):
+        # R has zero mean, so centring Phi changes nothing here.
+        R = self.Yc - self.Xc @ self.B - self.Zc @ self.D
+        return np.stack([self.Xc.T @ (self.Zc[:, a : a + 1] * R) for a in range(self.m)], 1)
+
+    def _weighted_grams(self, V, F, which):
+        # one reused buffer per mode: the source blocks are consumed before the
+        # modulator blocks are formed, and each is rebuilt every sweep
+        buffers = self.__dict__.setdefault("_gram_buffers", {})
+        buf = buffers.get(which)
+        if buf is None or buf.shape[0] < V.shape[1]:
+            buf = buffers[which] = np.empty((V.shape[1],) + F.shape)
+        return WeightedGrams(F, V, buf)
+
+    def gram_source(self, C):
+        return self._weighted_grams(self.Zc @ C, self.Xc, "source")
+
+    def gram_modulator(self, A):
+        return self._weighted_grams(self.Xc @ A, self.Zc, "modulator")
+
+    def rhs_source(self, C, Bm):
+        return self.Xc.T @ ((self.Zc @ C) * self._residual_times(Bm))
+
+    def rhs_modulator(self, A, Bm):
+        return self.Zc.T @ ((self.Xc @ A) * self._residual_times(Bm))
+
+    def rhs_target(self, A, C):
+        return self._residual_transposed_times((self.Xc @ A) * (self.Zc @ C))
+
+    def baseline_targets(self, A, Bm, C, H_int):
+        # Cross-moments with Y - h Bm^T through the K columns of h only
+        # (O(T (p + m + q) K), not O(T (p + m) q)).
+        h = (self.Xc @ A) * (self.Zc @ C)
+        h -= h.mean(axis=0)
+        hy = self.Yc.T @ h  # (q, K)
+        rw2 = self.tr_yy - 2 * np.sum(hy * Bm) + np.sum((h.T @ h) * (Bm.T @ Bm))
+        return self.Sxy - (self.Xc.T @ h) @ Bm.T, self.Szy - (self.Zc.T @ h) @ Bm.T, float(rw2)
+
+
+def _centred_rows(a, mean, rows):
+    # np.take always copies (a slice would be a view of the caller's data)
+    a = np.asarray(a, dtype=np.float64)
+    out = np.take(a, rows, axis=0) if rows is not None else a.copy()
+    out -= mean
+    return out
+
+
+# ----------------------------------------------------------------------------- blocks
+def _contract_pair(N, V):
+    """``H[k, l] = V[:, k]^T N[k, l] V[:, l]`` for N of shape (K, K, d, d)."""
+    if isinstance(N, WeightedGrams):
+        return N.contract(V)
+    # N[k, l] @ V[:, l] for every (k, l) as one batched product, then the dot
+    # with V[:, k]: no einsum path search in the inner loop of the ALS.
+    NV = np.matmul(N, V.T[None, :, :, None])[..., 0]  # (K, K, d)
+    return np.einsum("ak,kla->kl", V, NV)
+
+
+def _solve_factor(N, BtB, rhs, alpha, current):
+    """Exact ridge minimisation over one factor matrix given the others.
+
+    The design's Gram is ``H[(k, i), (l, j)] = BtB[k, l] N[k, l, i, j]``.
+    Small problems solve all channels jointly; when ``K d`` is large the
+    channels are updated one after the other (each an exact ridge solve
+    given the rest, so the loss still never increases), which costs
+    ``K d^3`` instead of ``(K d)^3``.
+
+    Parameters
+    ----------
+    N : ndarray of shape (K, K, d, d) or WeightedGrams
+        The channel-by-channel update only multiplies off-diagonal blocks
+        by vectors, so a lazy :class:`~mics.core.grams.WeightedGrams`
+        never forms them there.
+    BtB : ndarray of shape (K, K)
+        Gram of the factor that multiplies this one in the design.
+    rhs : ndarray of shape (d, K)
+    alpha : float
+    current : ndarray of shape (d, K)
+        Present value (the start of the channel-by-channel update).
+
+    Returns
+    -------
+    factor : ndarray of shape (d, K)
+    """
+    K, _, d, _ = N.shape
+    if K * d <= _JOINT_SOLVE_MAX:
+        N = np.asarray(N)  # the data path forms its blocks lazily
+        H = (BtB[:, :, None, None] * N).transpose(0, 2, 1, 3).reshape(K * d, K * d)
+        H[np.diag_indices_from(H)] += alpha
+        return solve_psd(H, rhs.T.reshape(-1)).reshape(K, d).T
+    F = current.copy()
+    for k in range(K):
+        g = rhs[:, k].copy()
+        for l in range(K):
+            if l != k:
+                g -= BtB[k, l] * (N[k, l] @ F[:, l])
+        H = BtB[k, k] * N[k, k]  # a new array: the ridge goes on its diagonal in place
+        H.flat[:: d + 1] += alpha
+        F[:, k] = solve_psd(H, g)
+    return F
+
+
+def _profiled_source(op, alpha_B):
+    """Source scatter with the modulator profiled out, and its ridge factorisation.
+
+    Constant for a given operator and penalty, so cached on the operator:
+    the joint stage calls the baseline solve once per sweep.
+    """
+    cache = op.__dict__.setdefault("_profile_cache", {})
+    if alpha_B not in cache:
+        Szz_inv_Szx = solve_psd(op.Szz, op.Sxz.T)
+        Sxx_t = op.Sxx - op.Sxz @ Szz_inv_Szx
+        A = Sxx_t + alpha_B * np.eye(op.p)
+        try:
+            solver = partial(linalg.cho_solve, linalg.cho_factor(A, check_finite=False))
+        except linalg.LinAlgError:
+            # singular (more neurons than samples, constant neurons): minimum norm
+            solver = partial(np.dot, linalg.pinvh(A))
+        cache[alpha_B] = (Szz_inv_Szx, solver)
+    return cache[alpha_B]
+
+
+def fit_baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
+    """Exact penalised minimisers over ``(B, D)`` given the channels, for several ranks.
+
+    ``D`` is profiled out (it is unpenalised), leaving a ridge reduced-rank
+    regression of the modulation-free residual ``R`` on the
+    modulator-residualised source. With ``B_full`` the ridge solution, the
+    rank-``r`` minimiser projects it on the top ``r`` eigenvectors of
+    ``F = B_full^T (S + alpha I) B_full = B_full^T S_xr``, and its loss is
+    ``||R_profiled||^2`` minus the top ``r`` eigenvalues of ``F``.
+
+    Returns
+    -------
+    list of (B, D, loss)
+        ``B`` (p, q), ``D`` (m, q); loss is the squared error plus
+        ``alpha_B ||B||^2`` (without the channel penalty).
+    """
+    return [(B, D, loss) for B, D, loss, _ in _baseline_path(op, ranks, alpha_B, factors, H_int)]
+
+
+def _baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
+    """:func:`fit_baseline_path`, each solution with its basis ``V_r`` (q, r).
+
+    ``B = (B_full V_r) V_r^T`` has orthonormal ``V_r``: the callers that
+    multiply by ``B`` use the factors (``p q r`` instead of ``p q^2``).
+    """
+    if factors is None:
+        Sxr, Szr, rw2 = op.Sxy, op.Szy, op.tr_yy
+    else:
+        Sxr, Szr, rw2 = op.baseline_targets(*factors, H_int)
+    Szz_inv_Szx, solve = _profiled_source(op, alpha_B)
+    Szz_inv_Szr = solve_psd(op.Szz, Szr)
+    Sxr_t = Sxr - op.Sxz @ Szz_inv_Szr
+    r_t = rw2 - np.sum(Szr * Szz_inv_Szr)
+    B_full = solve(Sxr_t)
+    q = B_full.shape[1]
+    top = min(max(ranks, default=0), q)
+    if top:
+        F = B_full.T @ Sxr_t
+        # Only the leading ``top`` eigenpairs are used: the subset solver
+        # skips the rest (a third of the time of the full q x q problem).
+        evals, V = linalg.eigh((F + F.T) / 2, subset_by_index=[q - top, q - 1])
+        evals, V = evals[::-1], V[:, ::-1]
+    else:
+        evals, V = np.zeros(0), np.zeros((q, 0))
+    out = []
+    for r in ranks:
+        Vr = V[:, :r]
+        BV = B_full @ Vr
+        B = BV @ Vr.T
+        D = Szz_inv_Szr - (Szz_inv_Szx @ BV) @ Vr.T
+        out.append((B, D, float(r_t - np.sum(evals[:r])), Vr))
+    return out
+
+
+def fit_baseline(op, rank, alpha_B, factors=None, H_int=None):
+    """Exact penalised minimiser over ``(B, D)`` at one rank (see :func:`fit_baseline_path`)."""
+    return fit_baseline_path(op, [rank], alpha_B, factors, H_int)[0]
+
+
+@dataclass
+class _ALSState:
+    A: np.ndarray
+    Bm: np.ndarray
+    C: np.ndarray
+    H_int: np.ndarray
+    loss: float
+    history: list = field(default_factory=list)
+
+
+def _balance(A, Bm, C):
+    """Equalise the three factor norms per channel.
+
+    The product is unchanged and, for a fixed product, equal norms minimise
+    the ridge penalty, so rebalancing can only lower the loss. It also stops
+    the scale drifting between modes when the penalty is tiny.
+    """
+    na, nb, nc = (np.linalg.norm(F, axis=0) for F in (A, Bm, C))
+    g = np.cbrt(na * nb * nc)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sa, sb, sc = (np.where(x > 0, g / x, 0.0) for x in (na, nb, nc))
+    return sa, sb, sc
+
+
+def _als_sweeps(op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None):
+    """ALS over (source, modulator, target) patterns with the baseline fixed.
+
+    ``A`` only seeds the channel-by-channel source update (large problems);
+    the first sweep solves for it given ``Bm`` and ``C``.
+
+    Returns the state after convergence (or ``max_iter`` sweeps) and
+    whether it converged.
+    """
+    history = []
+    state = None
+    converged = False
+    if A is None:
+        A = np.zeros((op.p, Bm.shape[1]))
+    for _ in range(max_iter):
+        BtB = Bm.T @ Bm
+        A = _solve_factor(op.gram_source(C), BtB, op.rhs_source(C, Bm), alpha_W, A)
+        N_A = op.gram_modulator(A)
+        C = _solve_factor(N_A, BtB, op.rhs_modulator(A, Bm), alpha_W, C)
+        H_int = _contract_pair(N_A, C)
+        g = op.rhs_target(A, C)
+        Hr = H_int + alpha_W * np.eye(H_int.shape[0])
+        Bm = solve_psd(Hr, g.T).T
+        # At the target block's optimum, rr - <g, Bm> is the squared error plus
+        # alpha ||Bm||^2; the squared error alone is invariant to rebalancing.
+        sq_err = op.rr - float(np.sum(g * Bm)) - alpha_W * float(np.sum(Bm**2))
+        sa, sb, sc = _balance(A, Bm, C)
+        A, Bm, C = A * sa, Bm * sb, C * sc
+        s = sa * sc
+        H_int = H_int * np.outer(s, s)
+        loss = sq_err + alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2)) + base_penalty
+        history.append(loss)
+        state = _ALSState(A, Bm, C, H_int, loss)
+        if len(history) > 1 and history[-2] - loss <= tol * abs(history[-2]):
+            converged = True
+            break
+    state.history = history
+    return state, converged
+
+
+# ----------------------------------------------------------------------------- init
+def interaction_init(op, B, D, ridge=1e-3, basis=None):
+    """Deterministic starting patterns from the truncated HOSVD.
+
+    The full interaction is estimated by a Kronecker-preconditioned ridge,
+    ``W_full = (S_xx + e I)^-1 (x) (S_zz + e I)^-1 applied to Phi^T R``,
+    which equals the least-squares estimate when source and modulator are
+    independent and is cheap on both computation paths. The leading
+    singular vectors of its target and modulator unfoldings start the ALS
+    (the first K of each; the caller pads when K exceeds their number).
+
+    When ``W_full`` is large (``p m q`` above ``_EXACT_INIT_MAX``, e.g. a
+    modulator population) it is not formed: on the data path that would
+    cost ``2 T p m q``. Each unfolding is sketched instead by contracting the
+    other two modes with fixed random vectors (a Khatri-Rao test matrix,
+    whose sketch Gram is an unbiased estimate of the unfolding's Gram), which
+    both operators compute through their ALS right-hand sides in
+    ``O(T (p + m + q) s)``. The rule depends on the problem's size only, so
+    both paths start from the same patterns.
+
+    Returns
+    -------
+    Ub : ndarray of shape (q, q) or (q, s)
+    Uc : ndarray of shape (m, m) or (m, s)
+        Left singular vectors of the target and modulator unfoldings (or
+        their sketches), by decreasing singular value.
+    """
+    op.set_baseline(B, D, basis)
+    p, m, q = op.p, op.m, op.q
+    ex = ridge * np.trace(op.Sxx) / p
+    ez = ridge * np.trace(op.Szz) / m
+    Pz = solve_psd(op.Szz + ez * np.eye(m), np.eye(m))
+    # Px = (S_xx + e I)^-1 is applied by solves, never formed: at p = 300 the
+    # inverse cost as much again as its products.
+    Sxx_e = op.Sxx + ex * np.eye(p)
+    if p * m * q > _EXACT_INIT_MAX:
+        rng = np.random.default_rng(_SKETCH_SEED)
+        s = _SKETCH_SIZE
+        Wx, Wz, Wy = (rng.standard_normal((d, s)) for d in (p, m, q))
+        PxW = solve_psd(Sxx_e, np.hstack([Wx, rng.standard_normal((p, s))]))
+        # target sketch: sum_ia W[i,a,j] wx[i,s] wz[a,s] = Phi^T R contracted
+        # with (Px wx) and (Pz wz) over the source and modulator modes
+        Yb = op.rhs_target(PxW[:, :s], Pz @ Wz)
+        # modulator sketch: Pz times Phi^T R contracted with (Px wx') and wy
+        Yc = Pz @ op.rhs_modulator(PxW[:, s:], Wy)
+        return _leading_left_vectors(Yb), _leading_left_vectors(Yc)
+    S = op.interaction_cross()
+    W = solve_psd(Sxx_e, S.reshape(p, m * q)).reshape(p, m, q)
+    W = np.einsum("ab,ibq->iaq", Pz, W)
+    # leading left singular vectors of the unfoldings, from their small Grams
+    Ub = _leading_left_vectors(W.transpose(2, 0, 1).reshape(q, -1))
+    Uc = _leading_left_vectors(W.transpose(1, 0, 2).reshape(m, -1))
+    return Ub, Uc
+
+
+def _leading_left_vectors(F):
+    """Left singular vectors of a wide matrix, by decreasing singular value."""
+    evals, U = linalg.eigh(F @ F.T)
+    return U[:, ::-1]
+
+
+def _pad_columns(U, K, seed):
+    """First K columns of U; when U has fewer (K > m), add fixed random ones."""
+    if U.shape[1] >= K:
+        return U[:, :K].copy()
+    rng = np.random.default_rng(seed)
+    extra = rng.standard_normal((U.shape[0], K - U.shape[1]))
+    return np.hstack([U, extra / np.linalg.norm(extra, axis=0)])
+
+
+# ----------------------------------------------------------------------------- driver
+@dataclass
+class MICFit:
+    """Result of :func:`fit_mic_model` (factors in canonical form).
+
+    Shapes: ``coef`` (p, q) baseline ``B``, ``modulator_coef`` (m, q) ``D``,
+    ``weights`` (K,), ``source_patterns`` (p, K), ``target_patterns`` (q, K),
+    ``modulator_patterns`` (m, K), ``coef_basis`` (q, r) or None: orthonormal
+    columns with ``coef = coef @ coef_basis @ coef_basis.T``.
+    """
+
+    coef: np.ndarray
+    modulator_coef: np.ndarray
+    weights: np.ndarray
+    source_patterns: np.ndarray
+    target_patterns: np.ndarray
+    modulator_patterns: np.ndarray
+    loss_history: np.ndarray
+    n_iter: int
+    converged: bool
+    init_losses: np.ndarray
+    baseline_loss: float
+    # Known from the baseline solve; lets the held-out score skip factorising
+    # coef. None after a change of units that would not preserve it.
+    coef_basis: np.ndarray | None = None
+
+    def modulation_tensor(self):
+        """``W`` of shape (p, q, m)."""
+        return cp_tensor(
+            self.weights, self.source_patterns, self.target_patterns, self.modulator_patterns
+        )
+
+
+def cp_tensor(weights, A, Bm, C):
+    """The modulation tensor ``W = sum_k lambda_k a_k o b_k o c_k`` of CP factors.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (K,)
+    A : ndarray of shape (p, K)
+        Source patterns.
+    Bm : ndarray of shape (q, K)
+        Target patterns.
+    C : ndarray of shape (m, K)
+        Modulator patterns.
+
+    Returns
+    -------
+    W : ndarray of shape (p, q, m)
+        Zero when ``K = 0`` (einsum rather than tensorly's ``cp_to_tensor``,
+        which refuses no factors).
+    """
+    return np.einsum("k,ik,jk,ak->ija", weights, A, Bm, C)
+
+
+def canonical_channels(A, Bm, C):
+    """Unit-norm patterns, positive weights sorted descending, canonical signs.
+
+    The sign of each channel lives in its modulator pattern: the
+    largest-magnitude entries of the source and target patterns are positive.
+    """
+    na, nb, nc = (np.linalg.norm(F, axis=0) for F in (A, Bm, C))
+    w = na * nb * nc
+    safe = lambda x: np.where(x > 0, x, 1.0)  # noqa: E731
+    A, Bm, C = A / safe(na), Bm / safe(nb), C / safe(nc)
+    sa, sb = canonical_signs(A), canonical_signs(Bm)
+    A, Bm, C = A * sa, Bm * sb, C * (sa * sb)
+    order = np.argsort(-w, kind="stable")
+    return w[order], A[:, order], Bm[:, order], C[:, order]
+
+
+def fit_mic_model(
+    op,
+    rank,
+    n_channels,
+    *,
+    alpha_B=0.0,
+    alpha_W=0.0,
+    n_init=3,
+    max_iter=200,
+    tol=1e-7,
+    random_state=None,
+    warm_start=None,
+):
+    """Fit the MIC model in three stages (baseline, modulation, joint).
+
+    Parameters
+    ----------
+    op : MomentOperator or DataOperator
+    rank : int
+        Baseline rank ``r``.
+    n_channels : int
+        Number of channels ``K`` (0 gives a baseline-plus-additive model).
+    alpha_B, alpha_W : float
+        Absolute ridge penalties (scatter units) on ``B`` and on each factor.
+    n_init : int
+        Random restarts in addition to the HOSVD start; the best is kept.
+    max_iter : int
+        Maximum sweeps for the modulation stage and for the joint stage.
+    tol : float
+        Relative loss decrease below which a stage has converged.
+    random_state : int, numpy.random.Generator or None
+        Seed of the random restarts.
+    warm_start : MICFit, optional
+        A fit on the *same* operator with fewer channels (typically K - 1):
+        its target and modulator patterns, completed by the next HOSVD
+        directions, are one more start (see :func:`warm_start_patterns`).
+        Cross-validation uses it in place of random restarts; it must never
+        come from data that include the held-out block.
+
+    Returns
+    -------
+    MICFit
+    """
+    with single_blas_thread():  # many small dense solves: see its docstring
+        return _fit_mic_model(
+            op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start
+        )
+
+
+def warm_start_patterns(previous, Ub, Uc, K):
+    """Target and modulator patterns of a K-channel start from a fit with fewer channels.
+
+    The previous channels are kept (patterns scaled by the cube root of
+    their weights, as the balanced ALS holds them) and the missing ones are
+    the leading HOSVD directions, which the previous fit's channels are
+    least likely to explain first. Both come from the same training
+    moments, so the start has never seen a held-out block.
+
+    Parameters
+    ----------
+    previous : MICFit
+        With ``k < K`` channels.
+    Ub : ndarray of shape (q, q)
+    Uc : ndarray of shape (m, m)
+        HOSVD directions (:func:`interaction_init`).
+    K : int
+
+    Returns
+    -------
+    Bm0 : ndarray of shape (q, K)
+    C0 : ndarray of shape (m, K)
+    """
+    k = previous.weights.size
+    g = np.cbrt(previous.weights)
+    Bm_new = _pad_columns(Ub, K, seed=Ub.shape[0])[:, k:]
+    C_new = _pad_columns(Uc, K, seed=Uc.shape[0])[:, k:]
+    scale = g.mean() if k else 1.0
+    Bm0 = np.hstack([previous.target_patterns * g, Bm_new * scale])
+    C0 = np.hstack([previous.modulator_patterns * g, C_new * scale])
+    return Bm0, C0
+
+
+def _fit_mic_model(
+    op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start=None
+):
+    rng = np.random.default_rng(random_state)
+    B, D, base_loss, basis = _baseline_path(op, [rank], alpha_B)[0]
+    p, q, m = op.p, op.q, op.m
+    K = n_channels
+    if K == 0:
+        empty = np.zeros((0,))
+        return MICFit(
+            B,
+            D,
+            empty,
+            np.zeros((p, 0)),
+            np.zeros((q, 0)),
+            np.zeros((m, 0)),
+            np.asarray([base_loss]),
+            0,
+            True,
+            empty,
+            base_loss,
+            basis,
+        )
+    base_penalty = alpha_B * np.sum(B**2)
+
+    # Stage 2: modulation on the baseline residual, from several starts.
+    # The HOSVD start depends on the baseline only: shared by every K.
+    cache = op.__dict__.setdefault("_init_cache", {})
+    key = (rank, alpha_B)
+    if key not in cache:
+        cache[key] = interaction_init(op, B, D, basis=basis)
+    Ub, Uc = cache[key]
+    starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
+    if warm_start is not None and 0 < warm_start.weights.size < K:
+        starts.append(warm_start_patterns(warm_start, Ub, Uc, K))
+    for _ in range(n_init):
+        Bm0 = rng.standard_normal((q, K))
+        C0 = rng.standard_normal((m, K))
+        starts.append((Bm0 / np.linalg.norm(Bm0, axis=0), C0 / np.linalg.norm(C0, axis=0)))
+    op.set_baseline(B, D, basis)
+    # Every start gets a short run; only the most promising is run to
+    # convergence (restarts then cost a few sweeps each, not a full fit).
+    n_probe = min(_PROBE_SWEEPS, max_iter)
+    results = [_als_sweeps(op, Bm0, C0, alpha_W, base_penalty, n_probe, tol) for Bm0, C0 in starts]
+    init_losses = np.array([s.loss for s, _ in results])
+    best, converged = results[int(np.argmin(init_losses))]
+    # The history starts at the kept start's first sweep: a random start with
+    # penalised factors need not be below the channel-free loss at sweep one.
+    history = list(best.history)
+    if not converged and max_iter > n_probe:
+        best, converged = _als_sweeps(
+            op, best.Bm, best.C, alpha_W, base_penalty, max_iter - n_probe, tol, best.A
+        )
+        history.extend(best.history)
+    n_iter = len(history)
+
+    # Stage 3: alternate (baseline | channels) and (channels | baseline).
+    A, Bm, C, H_int = best.A, best.Bm, best.C, best.H_int
+    joint_converged = False
+    for _ in range(max_iter):
+        prev = history[-1]
+        B, D, joint_loss, basis = _baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0]
+        chan_penalty = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
+        history.append(joint_loss + chan_penalty)
+        op.set_baseline(B, D, basis)
+        state, _ = _als_sweeps(op, Bm, C, alpha_W, alpha_B * np.sum(B**2), 1, tol, A)
+        A, Bm, C, H_int = state.A, state.Bm, state.C, state.H_int
+        history.append(state.loss)
+        n_iter += 1
+        if prev - history[-1] <= tol * abs(prev):
+            joint_converged = True
+            break
+    converged = converged and joint_converged
+    if not joint_converged:
+        warnings.warn(
+            f"MIC joint refinement did not converge in max_iter={max_iter} sweeps; "
+            "increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    w, A, Bm, C = canonical_channels(A, Bm, C)
+    return MICFit(
+        B, D, w, A, Bm, C, np.asarray(history), n_iter, converged, init_losses, base_loss, basis
+    )

@@ -1,0 +1,487 @@
+"""The seam: one place that decides how a data set is held, and answers for it.
+
+Everything above this module (the model, the estimators, the workflows)
+sees a :class:`Problem` and asks it questions: its sizes and trial ids,
+the raw moments of all samples and of each cross-validation fold, the
+target with the modulator's additive effect regressed out, the same data
+with a shifted, permuted or resampled modulator, and the results of one
+function over many such variants. How each answer is computed depends on
+how the data are held:
+
+- :class:`ArrayProblem`: NumPy arrays in memory. Moments come from
+  :func:`mics.core.compute_moments`; the data-space solver can work on the
+  rows themselves; variants are fitted in parallel with joblib.
+- :class:`ChunkedProblem`: Dask arrays (or Dask-backed DataArrays), never
+  loaded. Moments come from one pass over the row blocks where the data
+  live (:mod:`mics.data.chunked`); each variant becomes one Dask graph whose
+  fold moments are handed to the function as a :class:`MomentProblem`.
+- :class:`MomentProblem`: precomputed raw moments (a total and, for
+  selection, per-fold moments), as from :meth:`mics.MICs.fit_moments`.
+
+A new backend is one subclass here. :func:`make_problem` is the only place
+that tells them apart.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from mics.data.chunked import any_chunked
+from mics.data.folds import check_groups, cv_splits, groups_from_labels
+from mics.data.labels import unwrap
+from mics.data.validation import check_modulator, check_population, check_same_length
+
+__all__ = [
+    "Problem",
+    "ArrayProblem",
+    "ChunkedProblem",
+    "MomentProblem",
+    "make_problem",
+    "concatenate_sessions",
+]
+
+
+@dataclass
+class Problem:
+    """A data set of source ``X``, target ``Y`` and modulator ``Z``, however it is held.
+
+    Attributes
+    ----------
+    X : array of shape (n_samples, p)
+    Y : array of shape (n_samples, q)
+    Z : array of shape (n_samples, m) or None
+        Without a modulator the model is a reduced-rank regression.
+    groups : ndarray of shape (n_samples,) or None
+        Trial codes (consecutive integers), when trial ids are known.
+    y_1d : bool
+        The target was given as one column (predictions are then 1-D).
+    labels : tuple of (LabelInfo or None) * 3 or None
+        Labels of labelled inputs (neuron ids, modulator names), to re-wrap outputs.
+    """
+
+    X: Any
+    Y: Any
+    Z: Any
+    groups: np.ndarray | None = None
+    y_1d: bool = False
+    labels: tuple | None = None
+
+    #: Whether the rows are in memory (the data-space solver needs them).
+    in_memory = True
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    @property
+    def has_modulator(self):
+        return self.Z is not None
+
+    @property
+    def shape(self):
+        """``(n_samples, p, q, m)``."""
+        m = 0 if self.Z is None else self.Z.shape[1]
+        return self.X.shape[0], self.X.shape[1], self.Y.shape[1], m
+
+    def splits(self, cv, gap=0):
+        """Train/test index pairs of ``cv`` (whole trials when trial ids are known)."""
+        return list(cv_splits(cv, self.n_samples, gap=gap, groups=self.groups))
+
+    def unlabelled(self):
+        """The problem without the inputs' labels (fits of it return plain arrays)."""
+        return replace(self, labels=None)
+
+    def with_modulator(self, Z):
+        """The same source and target with another modulator (a null data set)."""
+        return replace(self, Z=Z)
+
+    def fold_moments(self, splits, interaction=True):  # pragma: no cover - abstract
+        """Raw moments of all samples and, per fold, of its held-out and excluded rows.
+
+        Parameters
+        ----------
+        splits : list of (train, test) or None
+            None: the total only (``folds`` is then None).
+        interaction : bool
+            False for linear moments only (:class:`mics.core.RawLinearMoments`).
+
+        Returns
+        -------
+        total : RawMoments or RawLinearMoments
+        folds : list of (train, test, test_moments, excluded_moments) or None
+        """
+        raise NotImplementedError
+
+    def residualized(self):  # pragma: no cover - abstract
+        """The problem with ``Y`` replaced by its residual on ``[1, Z]`` (least squares)."""
+        raise NotImplementedError
+
+    def rolled(self, shift):  # pragma: no cover - abstract
+        """The problem with ``Z`` shifted circularly by ``shift`` samples."""
+        raise NotImplementedError
+
+    def permuted(self, index):
+        """The problem with ``Z`` reordered by ``index`` (a trial permutation)."""
+        return self.with_modulator(self.Z[index])
+
+    def resampled(self, index, groups=None):  # pragma: no cover - abstract
+        """Rows ``index`` of every array (a bootstrap draw), with the draw's trial ids."""
+        raise NotImplementedError
+
+    def map(
+        self, func, items, *, splits=None, n_jobs=None, desc="", verbose=0, ordered=False,
+        total=None,
+    ):  # pragma: no cover - abstract
+        """``func(problem, *args)`` for each item ``problem`` or ``(problem, *args)`` of ``items``.
+
+        The problems are variants of this one (a shifted modulator, a
+        resample). Results come in the order of ``items``, lazily: a caller
+        may stop consuming them early (the sequential test). ``splits`` are
+        the folds whose moments ``func`` may ask of its problem; ``ordered``
+        says the caller may stop early (see :func:`_ordered_results`).
+        """
+        raise NotImplementedError
+
+
+@dataclass
+class ArrayProblem(Problem):
+    """NumPy arrays in memory."""
+
+    def fold_moments(self, splits, interaction=True):
+        from mics.core.stats import compute_moments
+
+        X, Y, Z = self.X, self.Y, self.Z
+        if splits is None:
+            return compute_moments(X, Y, Z, interaction=interaction), None
+        n = X.shape[0]
+        shifts = (X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
+        folds = []
+        for train, test in splits:
+            excluded = np.setdiff1d(np.arange(n), train, assume_unique=True)
+            test_m = compute_moments(
+                X[test], Y[test], Z[test], shifts=shifts, interaction=interaction
+            )
+            if np.array_equal(excluded, np.sort(test)):
+                excl_m = test_m
+            else:
+                excl_m = compute_moments(
+                    X[excluded], Y[excluded], Z[excluded], shifts=shifts, interaction=interaction
+                )
+            folds.append((train, test, test_m, excl_m))
+        # When the held-out blocks partition the samples (K-fold without a
+        # gap), the total is the sum of the blocks: one pass over the data.
+        tests = np.sort(np.concatenate([t for _, t in splits]))
+        if np.array_equal(tests, np.arange(n)):
+            total = folds[0][2]
+            for fold in folds[1:]:
+                total = total + fold[2]
+        else:
+            total = compute_moments(X, Y, Z, shifts=shifts, interaction=interaction)
+        return total, folds
+
+    def residualized(self):
+        n = self.n_samples
+        design = np.column_stack([np.ones(n), self.Z.reshape(n, -1)])
+        Y = self.Y - design @ np.linalg.lstsq(design, self.Y, rcond=None)[0]
+        return replace(self, Y=Y)
+
+    def rolled(self, shift):
+        return self.with_modulator(np.roll(self.Z, shift, axis=0))
+
+    def resampled(self, index, groups=None):
+        return replace(
+            self, X=self.X[index], Y=self.Y[index], Z=self.Z[index], groups=groups
+        )
+
+    def map(
+        self, func, items, *, splits=None, n_jobs=None, desc="", verbose=0, ordered=False,
+        total=None,
+    ):
+        from joblib import delayed
+        from tqdm import tqdm
+
+        jobs = (delayed(func)(*_args(item)) for item in items)
+        results = _ordered_results(jobs, n_jobs, stoppable=ordered)
+        if desc:
+            results = tqdm(results, total=total, desc=desc, disable=not verbose)
+        return results
+
+
+@dataclass
+class ChunkedProblem(Problem):
+    """Dask arrays, aligned on their row blocks; nothing is loaded."""
+
+    in_memory = False
+
+    def fold_moments(self, splits, interaction=True):
+        from mics.data.chunked import fold_moments
+
+        if not interaction:
+            raise ValueError("chunked inputs are fitted from interaction moments only.")
+        return fold_moments(self.X, self.Y, self.Z, splits)
+
+    def xy_fold_sums(self, splits):
+        """Sums and scatters of source and target, total and per fold (no modulator).
+
+        Returns
+        -------
+        total : tuple
+        folds : list of (test_sums, excluded_sums)
+        shifts : tuple of (x_shift, y_shift)
+        """
+        from mics.data.chunked import xy_fold_moments
+
+        return xy_fold_moments(self.X, self.Y, splits)
+
+    def residualized(self):
+        from mics.data.chunked import residualize
+
+        return replace(self, Y=residualize(self.Y, self.Z))
+
+    def rolled(self, shift):
+        import dask.array as da
+
+        return self.with_modulator(da.roll(self.Z, int(shift), axis=0))
+
+    def resampled(self, index, groups=None):
+        from mics.data.chunked import rows
+
+        X, Y, Z = (rows(a, index) for a in (self.X, self.Y, self.Z))
+        return replace(self, X=X, Y=Y, Z=Z, groups=groups)
+
+    def map(
+        self, func, items, *, splits=None, n_jobs=None, desc="", verbose=0, ordered=False,
+        total=None,
+    ):
+        import dask
+
+        from mics.data.chunked import (
+            compute_in_batches,
+            default_batch,
+            first_block_shifts,
+            fold_moments_delayed,
+        )
+
+        # One set of shifts for every variant: they have the same columns,
+        # and their moments are centred exactly afterwards.
+        shifts = first_block_shifts(self.X, self.Y, self.Z)
+        task = dask.delayed(_on_moments, pure=True)
+        tasks = (
+            task(func, fold_moments_delayed(p.X, p.Y, p.Z, splits, shifts), p.groups, p.y_1d, *a)
+            for p, *a in map(_args, items)
+        )
+        return compute_in_batches(tasks, default_batch(n_jobs), desc, verbose)
+
+
+@dataclass
+class MomentProblem(Problem):
+    """Precomputed raw moments: a total, and per-fold moments for selection.
+
+    ``X``, ``Y`` and ``Z`` are None; ``total`` and ``folds`` answer
+    :meth:`fold_moments` (whatever splits are asked for: the folds were
+    fixed when the moments were computed).
+    """
+
+    total: Any = None
+    folds: list | None = None
+    in_memory = False
+
+    @property
+    def n_samples(self):
+        return self.total.n
+
+    @property
+    def has_modulator(self):
+        return True
+
+    @property
+    def shape(self):
+        t = self.total
+        return t.n, t.x_shift.size, t.y_shift.size, t.z_shift.size
+
+    def splits(self, cv, gap=0):
+        return None  # the folds were fixed when the moments were computed
+
+    def fold_moments(self, splits=None, interaction=True):
+        return self.total, self.folds
+
+
+def _args(item):
+    return item if isinstance(item, tuple) else (item,)
+
+
+def _on_moments(func, moments, groups, y_1d, *args):
+    """Run ``func`` on a variant of a chunked problem, given its computed fold moments."""
+    total, folds = moments
+    return func(MomentProblem(None, None, None, groups, y_1d, None, total, folds), *args)
+
+
+def _ordered_results(jobs, n_jobs, stoppable):
+    """Results of joblib ``jobs`` in submission order, lazily.
+
+    A run that may stop early (the sequential test) runs whole batches of
+    ``4 * n_jobs`` jobs, one ``Parallel`` call each on the same workers:
+    dropping a joblib result generator mid-way aborts it, which kills the
+    loky worker processes and makes the next call pay for new ones (a new
+    interpreter importing numpy, scipy and numba each time). At most a batch
+    of fits beyond the stopping point is wasted, and which fits are used
+    does not change.
+    """
+    from joblib import Parallel, effective_n_jobs
+
+    if not stoppable or effective_n_jobs(n_jobs) == 1:
+        yield from Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+        return
+    batch = 4 * effective_n_jobs(n_jobs)
+    with Parallel(n_jobs=n_jobs) as parallel:
+        while chunk := list(itertools.islice(jobs, batch)):
+            yield from parallel(chunk)
+
+
+def make_problem(X, y, Z=None, *, groups=None, validate=None):
+    """The :class:`Problem` of the inputs: labels unwrapped, checked, in memory or chunked.
+
+    Parameters
+    ----------
+    X : array-like, Dask array or DataArray of shape (n_samples, p)
+        Source activity.
+    y : array-like, Dask array or DataArray of shape (n_samples, q) or (n_samples,)
+        Target activity.
+    Z : array-like, Dask array or DataArray of shape (n_samples, m) or (n_samples,), optional
+        Modulator.
+    groups : array-like of shape (n_samples,), optional
+        Trial ids; taken from a ``trial`` coordinate of labelled inputs when not given.
+    validate : callable, optional
+        ``validate(X, y) -> (X, Y, y_1d)`` for in-memory source and target
+        (an estimator's own check, which records ``n_features_in_``); by
+        default each is checked as a population.
+
+    Returns
+    -------
+    ArrayProblem or ChunkedProblem
+        Chunked when any input is a Dask array (then every input is treated
+        lazily). Arrays are float64; ``Z`` is 2-D.
+    """
+    X, ix = unwrap(X, "X")
+    y, iy = unwrap(y, "Y")
+    Z, iz = unwrap(Z, "Z") if Z is not None else (None, None)
+    labels = (ix, iy, iz) if any(i is not None for i in (ix, iy, iz)) else None
+    if any_chunked(X, y, Z):
+        from mics.data.chunked import as_dask, lazy_inputs
+
+        if y is None:
+            raise ValueError("the target y is None; pass the target population.")
+        if Z is None:
+            y_1d = getattr(y, "ndim", 2) == 1
+            X, Y = as_dask(X, "X"), as_dask(y, "y")
+            if Y.shape[0] != X.shape[0]:
+                raise ValueError(
+                    f"source X has {X.shape[0]} samples but target y has {Y.shape[0]}: "
+                    "both must share the time axis."
+                )
+            Y = Y if Y.chunks[0] == X.chunks[0] else Y.rechunk({0: X.chunks[0]})
+        else:
+            X, Y, Z, y_1d = lazy_inputs(X, y, Z)
+        n = X.shape[0]
+        if n < 2:
+            raise ValueError(f"at least 2 samples are needed, got {n}.")
+        groups = groups_from_labels(groups, ix, iy, iz, n_samples=n)
+        return ChunkedProblem(X, Y, Z, check_groups(groups, n), y_1d, labels)
+    if validate is not None:
+        X, Y, y_1d = validate(X, y)
+    else:
+        if y is None:
+            raise ValueError("the target y is None; pass the target population.")
+        X, _ = check_population(X, "source X")
+        Y, y_1d = check_population(y, "target Y", allow_1d=True)
+        check_same_length(**{"source X": X, "target Y": Y})
+    n = X.shape[0]
+    groups = groups_from_labels(groups, ix, iy, iz, n_samples=n)
+    if Z is not None:
+        Z = check_modulator(Z, n)  # also checks the shared time axis
+    return ArrayProblem(X, Y, Z, check_groups(groups, n), y_1d, labels)
+
+
+def _is_dataarray(a):
+    return type(a).__name__ == "DataArray"
+
+
+def _n_time(a):
+    """Samples of an input: its ``time`` dimension when labelled, else its rows."""
+    if _is_dataarray(a) and "time" in a.dims:
+        return a.sizes["time"]
+    return len(a)
+
+
+def _centred(a, name, session):
+    """A session's array minus its own column means (finite values checked)."""
+    a = np.asarray(a, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"session {session}: {name} contains NaN or infinity.")
+    if a.shape[0] < 2:
+        raise ValueError(f"session {session}: {name} has fewer than 2 samples.")
+    return a - a.mean(axis=0)
+
+
+def concatenate_sessions(sessions):
+    """Several recordings as one, each centred on its own means.
+
+    Parameters
+    ----------
+    sessions : sequence of (X, y, Z)
+        NumPy, Dask or xarray arrays per session (labelled ones along ``time``).
+
+    Returns
+    -------
+    joined : list of 3 arrays
+        The centred sessions concatenated along time: Dask when any session
+        is chunked (lazily centred), DataArrays when every source is
+        labelled, else NumPy.
+    lengths : ndarray of shape (n_sessions,)
+        Samples per session.
+    """
+    sessions = [tuple(s) for s in sessions]
+    if not sessions:
+        raise ValueError("no sessions given.")
+    for i, s in enumerate(sessions):
+        if len(s) != 3 or any(a is None for a in s):
+            raise ValueError(f"session {i} must be an (X, y, Z) triple of arrays.")
+    parts = list(zip(*sessions, strict=True))
+    lengths = []
+    for i, s in enumerate(sessions):
+        nx, ny, nz = (_n_time(a) for a in s)
+        if len({nx, ny, nz}) > 1:
+            raise ValueError(
+                f"session {i}: X, y and Z have {nx}, {ny} and {nz} samples; "
+                "they must share the time axis."
+            )
+        lengths.append(nx)
+    if any(any_chunked(*s) for s in sessions):
+        import dask.array as da
+
+        from mics.data.chunked import as_dask
+
+        joined = []
+        for arrays, name in zip(parts, ("X", "y", "Z"), strict=True):
+            cols = [as_dask(unwrap(a, name)[0], name) for a in arrays]
+            cat = da.concatenate([a - a.mean(axis=0) for a in cols], axis=0)
+            one_d = all(getattr(a, "ndim", 2) == 1 for a in arrays)
+            joined.append(cat[:, 0] if one_d else cat)
+    elif all(_is_dataarray(a) for a in parts[0]):
+        import xarray as xr
+
+        joined = [
+            xr.concat([a - a.mean("time") for a in arrays], dim="time", join="exact")
+            for arrays in parts
+        ]
+    else:
+        joined = [
+            np.concatenate([_centred(a, name, i) for i, a in enumerate(arrays)])
+            for arrays, name in zip(parts, ("X", "y", "Z"), strict=True)
+        ]
+    return joined, np.asarray(lengths)
+

@@ -1,0 +1,443 @@
+"""Blocked cross-validation and the one-SEM rule.
+
+Calcium signals are autocorrelated for seconds, so folds are contiguous
+blocks of time (scikit-learn's ``KFold(shuffle=False)``), optionally with a
+gap of discarded samples on each side of the held-out block. With trial ids
+(``groups``) the blocks are runs of whole trials (:func:`mics.data.folds.cv_splits`
+builds every fold).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from mics.core.heldout import (
+    data_heldout_loss,
+    heldout_loss,
+    normalized_squared_error,
+    one_sem_rule,
+)
+from mics.core.linalg import single_blas_thread
+from mics.core.rrr import fit_reduced_rank
+from mics.core.stats import RawLinearMoments
+from mics.model.fit import penalties
+
+__all__ = [
+    "cross_validate_reduced_rank",
+    "select_from_moments",
+    "cross_validate_rank",
+]
+
+_CV_MAX_ITER = 50
+# Convergence tolerance of the fold fits (the final fit keeps the estimator's
+# ``tol``). Fold fits are compared, not reported, and the over-specified
+# candidates converge slowly by nature: at 1e-6 they stop about twice as
+# early as at 1e-7. Looser is not free: on null data the held-out losses of
+# those candidates lie in a flat valley, where the stopping point moves the
+# test statistic by a fraction of its null spread. Against 1e-7 on the 50
+# null data sets of validate_detection, per-data-set p-values kept a rank
+# correlation of 0.96 at 1e-6 (0.76 at 1e-5) and the false-positive rate
+# was the same (results/speed/README.md).
+_CV_TOL = 1e-6
+# Random restarts of each fold fit (the HOSVD and K - 1 starts always run).
+_CV_N_INIT = 0
+
+
+def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0, groups=None):
+    """Cross-validated NSE of reduced-rank regression for each candidate rank.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, p)
+    Y : ndarray of shape (n_samples, q)
+    ranks : sequence of int, increasing complexity
+    cv : int or splitter
+    alpha : float
+    groups : array-like of shape (n_samples,), optional
+        Trial ids: folds then hold out contiguous blocks of whole trials.
+
+    Returns
+    -------
+    results : dict
+        ``rank``, ``fold_loss`` (n_ranks, n_folds), ``mean_loss``, ``sem_loss``
+        and ``best_index`` (the one-SEM choice).
+    """
+    from mics.data.folds import cv_splits
+
+    ranks = list(ranks)
+    losses = []
+    for train, test in cv_splits(cv, X.shape[0], groups=groups):
+        coefs, intercepts = fit_reduced_rank(X[train], Y[train], ranks, alpha=alpha)
+        losses.append(
+            [
+                normalized_squared_error(Y[test], X[test] @ B + b)
+                for B, b in zip(coefs, intercepts, strict=True)
+            ]
+        )
+    fold_loss = np.asarray(losses).T
+    return summarize_cv(ranks, fold_loss, key="rank")
+
+
+def _centred_xy(sums):
+    """Centred scatters ``Sxx, Sxy`` and the means' offsets from the shifts."""
+    n, sa, sb, Saa, Sab, _ = sums
+    return Saa - np.outer(sa, sa) / n, Sab - np.outer(sa, sb) / n, sa / n, sb / n
+
+
+def _xy_path(sums, ranks, alpha):
+    """:func:`fit_reduced_rank` from sums: coefficients and intercepts in the shifted basis."""
+    from mics.core.rrr import reduced_rank_path
+
+    n = sums[0]
+    Sxx, Sxy, dx, dy = _centred_xy(sums)
+    # the reference's rule: drop neurons with sample std below sqrt(eps)
+    keep = np.diag(Sxx) / max(n - 1, 1) >= np.finfo(np.float64).eps
+    coefs_kept, _ = reduced_rank_path(Sxx[np.ix_(keep, keep)], Sxy[keep], ranks, alpha=alpha)
+    coefs = []
+    for Bk in coefs_kept:
+        B = np.zeros(Sxy.shape)
+        B[keep] = Bk
+        coefs.append(B)
+    return coefs, [dy - dx @ B for B in coefs]
+
+
+def _xy_nse(sums, B, c):
+    """NSE on a block from its sums, for ``b_hat = a B + c`` (shifted basis)."""
+    n, sa, sb, Saa, Sab, Sbb = sums
+    rss = (
+        np.sum(B * (Saa @ B))
+        - 2 * np.sum(B * Sab)
+        + np.trace(Sbb)
+        + 2 * (sa @ B - sb) @ c
+        + n * c @ c
+    )
+    tss = np.trace(Sbb) - sb @ sb / n
+    return float(rss / tss) if tss > 0 else (np.inf if rss > 0 else 0.0)
+
+
+def cross_validate_reduced_rank_sums(total, folds, ranks, alpha=0.0):
+    """:func:`cross_validate_reduced_rank` from block sums (chunked inputs).
+
+    Parameters
+    ----------
+    total : tuple
+        Sums of all samples, from :func:`mics.data.chunked.xy_fold_moments`.
+    folds : list of (test_sums, excluded_sums)
+    ranks : sequence of int
+    alpha : float
+
+    Returns
+    -------
+    dict
+        As :func:`cross_validate_reduced_rank`.
+    """
+    ranks = list(ranks)
+    losses = []
+    for test, excl in folds:
+        train = tuple(a - b for a, b in zip(total, excl, strict=True))
+        coefs, intercepts = _xy_path(train, ranks, alpha)
+        losses.append([_xy_nse(test, B, c) for B, c in zip(coefs, intercepts, strict=True)])
+    return summarize_cv(ranks, np.asarray(losses).T, key="rank")
+
+
+def cross_validate_rank(problem, ranks, cv, alpha):
+    """Select the rank of a reduced-rank regression on a problem, and refit on all samples.
+
+    In memory, each fold is fitted on its rows (the reference code's
+    procedure); otherwise from every fold's sums, computed in one pass.
+
+    Parameters
+    ----------
+    problem : mics.data.Problem
+    ranks : list of int
+    cv : int or splitter
+    alpha : float
+
+    Returns
+    -------
+    cv_results : dict
+        As :func:`cross_validate_reduced_rank`.
+    rank : int
+    coef : ndarray of shape (p, q)
+    intercept : ndarray of shape (q,)
+    """
+    if problem.in_memory:
+        X, Y = problem.X, problem.Y
+        groups = problem.groups
+        results = cross_validate_reduced_rank(X, Y, ranks, cv=cv, alpha=alpha, groups=groups)
+        rank = int(ranks[results["best_index"]])
+        (B,), (b,) = fit_reduced_rank(X, Y, [rank], alpha=alpha)
+        return results, rank, B, b
+    total, folds, (x_shift, y_shift) = problem.xy_fold_sums(problem.splits(cv))
+    results = cross_validate_reduced_rank_sums(total, folds, ranks, alpha)
+    rank = int(ranks[results["best_index"]])
+    (B,), (c,) = _xy_path(total, [rank], alpha)
+    # back from the shifted basis: y - y_shift = (x - x_shift) B + c
+    return results, rank, B, y_shift + c - x_shift @ B
+
+
+def summarize_cv(candidates, fold_loss, key):
+    """Mean, SEM across folds and the one-SEM choice for a candidate table."""
+    fold_loss = np.asarray(fold_loss, dtype=float)
+    n_folds = fold_loss.shape[1]
+    mean = fold_loss.mean(axis=1)
+    sem = fold_loss.std(axis=1, ddof=1) / np.sqrt(n_folds) if n_folds > 1 else np.zeros_like(mean)
+    best = one_sem_rule(mean, sem)
+    return {
+        key: np.asarray(candidates),
+        "fold_loss": fold_loss,
+        "mean_loss": mean,
+        "sem_loss": sem,
+        "mean_score": 1 - mean,
+        "best_index": best,
+    }
+
+
+# ----------------------------------------------------------------------------- MIC selection
+# Caches an operator keeps of its own training moments (the HOSVD start and
+# the profiled baseline solve): carried between the stages of a selection
+# when the fold's operator itself is rebuilt.
+_FOLD_CACHES = ("_init_cache", "_profile_cache")
+
+
+def _fold_states(estimator, n_folds):
+    """One state per fold (its memory allowance), for :func:`_fold_task` to carry forward.
+
+    A fold's moment operator is kept for the next stage when all folds'
+    operators together take at most half of ``memory_limit`` (the budget the
+    user set for interaction moments); otherwise, and on the data path, each
+    stage rebuilds it.
+    """
+    keep = float(estimator.memory_limit) / 2 / max(n_folds, 1)
+    return [{"keep_bytes": keep} for _ in range(n_folds)]
+
+
+def _nbytes(obj):
+    return sum(a.nbytes for a in vars(obj).values() if isinstance(a, np.ndarray))
+
+
+def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, state=None):
+    """Fit every candidate on one training fold and score it on the held-out block.
+
+    ``state`` (a dict per fold, from :func:`_fold_states`) carries the
+    fold's operator (or its caches) and its last channel fit from one stage
+    or step of the selection to the next: the rank stage, then each step of
+    the sequential channel search. Its fits are then those of a single pass
+    over all candidates, without centring the fold's moments again. With a
+    state the task returns ``(losses, new_state)``: it may run in another
+    process (a Dask backend), where changes to its argument would be lost.
+    """
+    from mics.core.als import DataOperator, MomentOperator, _baseline_path
+
+    train, test, test_m, excl_m = fold
+    state = None if state is None else dict(state)
+    if state is not None and "operator" in state:
+        op, cm = state["operator"]
+    else:
+        cm = (total - excl_m).centered()
+        if estimator.solver_ == "moments":
+            op = MomentOperator(cm)
+        else:
+            op = DataOperator(cm, *data, rows=train)
+        if state is not None:
+            op.__dict__.update(state.get("caches", {}))
+    pen = penalties(op, estimator.alpha, estimator.alpha_channels)
+    if stage == "rank":
+        baselines = _baseline_path(op, candidates, pen["alpha_B"])
+        fits = [(B, D, None, V) for B, D, _, V in baselines]
+    else:
+        previous = None if state is None else state.get("previous")
+        path = _channel_path(estimator, op, rank, candidates, pen, seed, previous)
+        fits = [(f.coef, f.modulator_coef, f, f.coef_basis) for f in path]
+        if state is not None:
+            state["previous"] = path[int(np.argmax(candidates))]
+    if estimator.solver_ == "moments":
+        losses = [heldout_loss(test_m, cm, B, D, fit, V) for B, D, fit, V in fits]
+    else:
+        losses = [data_heldout_loss(data, test, cm, B, D, fit) for B, D, fit, _ in fits]
+    if state is None:
+        return losses
+    if "operator" not in state:
+        # Only the moment path keeps its operator: rebuilding it centres the
+        # fold's (p m)^2 moments, while a data-path operator is a copy of the
+        # fold's rows that would pin one data set per fold in memory (and
+        # its weighted-Gram buffers with it). The held-out scores need only
+        # the training means of cm, not its M.
+        light = replace(cm, M=None)
+        moments = estimator.solver_ == "moments"
+        if moments and _nbytes(op) + _nbytes(light) <= state["keep_bytes"]:
+            state["operator"] = (op, light)
+        else:
+            state["caches"] = {k: op.__dict__[k] for k in _FOLD_CACHES if k in op.__dict__}
+    return losses, state
+
+
+def _channel_path(estimator, op, rank, candidates, pen, seed, previous=None):
+    """Fold fits for each channel count, every K warm-started from the K - 1 fit.
+
+    The fits of one fold share its training moments, so the K - 1 solution
+    (plus the next HOSVD direction) is a start that never saw the held-out
+    block; with the HOSVD start it replaces the random restarts, which then
+    run in the final fit on all the data only (``_CV_N_INIT``). ``previous``
+    is the same fold's fit with one channel fewer than the smallest candidate
+    (the sequential search's earlier step), if any.
+    """
+    from mics.core.als import fit_mic_model
+
+    fits = []
+    for c in sorted(candidates):
+        # Over-specified candidates converge slowly by nature; within CV the
+        # sweep cap is deliberate, so its warning would only be noise.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit = fit_mic_model(
+                op,
+                rank,
+                c,
+                **pen,
+                n_init=min(estimator.n_init, _CV_N_INIT),
+                # Candidates are compared, not reported: a capped number of
+                # sweeps changes the held-out loss far less than the SEM.
+                max_iter=min(estimator.max_iter, _CV_MAX_ITER),
+                tol=max(estimator.tol, _CV_TOL),
+                random_state=seed,
+                warm_start=previous,
+            )
+        fits.append(fit)
+        previous = fit
+    order = np.argsort(np.argsort(candidates))
+    return [fits[i] for i in order]
+
+
+def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, desc, states=None):
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    carried = states is not None
+    jobs = (
+        delayed(_fold_task)(estimator, total, fold, data, stage, rank, candidates, seed, state)
+        for fold, seed, state in zip(folds, seeds, states or [None] * len(folds), strict=True)
+    )
+    # Threads: the fold tasks spend their time in BLAS/LAPACK calls that
+    # release the GIL, and threads share the moments unpickled.
+    results = Parallel(n_jobs=estimator.n_jobs, prefer="threads", return_as="generator")(jobs)
+    out = list(
+        tqdm(results, total=len(folds), desc=desc, disable=not estimator.verbose, leave=False)
+    )
+    if carried:
+        states[:] = [state for _, state in out]
+        out = [losses for losses, _ in out]
+    return np.asarray(out).T  # (n_candidates, n_folds)
+
+
+def select_from_moments(estimator, total, folds, rng, data=None):
+    """Hierarchical selection: baseline rank, then number of channels given the rank.
+
+    Both stages use blocked cross-validation (NSE pooled over target
+    neurons; whole trials per fold when the problem has trial ids) and the
+    one-SEM rule. Fold statistics are the total moments minus the held-out
+    block, so the whole selection costs one pass over the data.
+
+    Parameters
+    ----------
+    estimator : MICs
+    total : RawMoments
+        Moments of all samples (standardised units).
+    folds : list of (train, test, test_moments, excluded_moments)
+        Per fold: index arrays (used by the data solver only; None on the
+        moment solver) and the raw moments of the held-out block and of
+        everything the training set excludes (held-out block plus gap).
+    rng : RandomState
+        Draws the fold fits' seeds.
+    data : tuple of (X, Y, Z), optional
+        The standardised data, for the data solver.
+
+    Returns
+    -------
+    rank, n_channels, cv_results
+    """
+    if isinstance(total, RawLinearMoments):
+        p, m, q = total.x_shift.size, total.z_shift.size, total.y_shift.size
+    else:
+        p, m, q = total.G.shape[0] - 1, total.G.shape[1] - 1, total.Gy.shape[2]
+    # Set once, before any worker thread starts: the fold fits are small dense
+    # solves (see fit_mic_model), and per-thread limits would race.
+    with single_blas_thread():
+        return _select(estimator, total, folds, data, rng, p, q, m)
+
+
+def _select(estimator, total, folds, data, rng, p, q, m):
+    results = {}
+    states = _fold_states(estimator, len(folds))
+    if estimator.rank is None:
+        ranks = list(range(0, min(estimator.max_rank, p, q) + 1))
+        fold_loss = _run_stage(
+            estimator, total, folds, data, "rank", None, ranks, [0] * len(folds), "rank CV", states
+        )
+        summary = summarize_cv(ranks, fold_loss, key="rank")
+        rank = ranks[summary["best_index"]]
+        results.update(prefixed(summary, "rank"))
+    else:
+        rank = int(estimator.rank)
+    if estimator.n_channels is None:
+        limit = min(p * q, p * m, q * m)
+        ks = list(range(0, min(estimator.max_channels, limit) + 1))
+        seeds = rng.randint(np.iinfo(np.int32).max, size=len(folds)).tolist()
+        if estimator.channel_search == "grid":
+            fold_loss = _run_stage(
+                estimator, total, folds, data, "channels", rank, ks, seeds, "channel CV", states
+            )
+        else:
+            ks, fold_loss = _sequential_channels(
+                estimator, total, folds, data, rank, ks, seeds, states
+            )
+        summary = summarize_cv(ks, fold_loss, key="n_channels")
+        n_channels = ks[summary["best_index"]]
+        results.update(prefixed(summary, "n_channels"))
+    else:
+        n_channels = int(estimator.n_channels)
+    return rank, n_channels, results
+
+
+def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states):
+    """Channel counts in increasing order, until one does not improve on the best so far.
+
+    K = 0 and 1 are always scored; each further K is fitted (in every fold,
+    from that fold's K - 1 fit, as on the whole grid) only while the last
+    count lowered the mean held-out loss below that of every smaller count.
+    Once a channel count overfits, larger ones almost never predict better
+    (they hold the same channels plus more fitted noise), so the one-SEM
+    choice is the whole grid's on nearly every data set (336/336 simulated
+    in results/speed/channel_search/, 147/147 Park tests), at the cost of
+    the counts up to one past the optimum: on null data, K = 1 only. The
+    best improvement over K = 0 (the test statistic) can differ where K = 1
+    overfits and K = 2 predicts: 1/336 simulated, 11/147 Park tests
+    (results/park2024/channel_search.md).
+
+    Returns
+    -------
+    ks : list of int
+        The channel counts scored.
+    fold_loss : ndarray of shape (len(ks), n_folds)
+    """
+    rows = []
+    for step in [ks[:2]] + [[k] for k in ks[2:]]:
+        desc = f"channel CV (K={step[-1]})"
+        rows.extend(
+            _run_stage(estimator, total, folds, data, "channels", rank, step, seeds, desc, states)
+        )
+        mean = np.mean(rows, axis=1)
+        if mean.size > 1 and mean[-1] >= mean[:-1].min():
+            break
+    return ks[: len(rows)], np.asarray(rows)
+
+
+def prefixed(summary, key):
+    out = {key: summary[key]}
+    for name in ("fold_loss", "mean_loss", "sem_loss", "mean_score", "best_index"):
+        out[f"{key}_{name}"] = summary[name]
+    return out

@@ -1,0 +1,145 @@
+"""Which computation path fits a problem: estimated cost and memory of each.
+
+The two paths fit the same model (``docs/model.md``):
+
+* the *moment* path makes one pass over the data for the interaction
+  moments (``d = (p + 1)(m + 1)``: ``T d^2`` work and ``d^2`` memory), after
+  which every sweep costs ``O(p^2 m^2 K)``, independent of ``T``;
+* the *data* path keeps only the centred data and the linear moments
+  (``O(T (p + m + q) + (p + m + q)^2)`` memory) and pays
+  ``O(T (p^2 + m^2) K^2)`` per sweep.
+
+The moment path pays when ``m^2`` is small against ``T``: a behavioural
+modulator (a few variables) with long recordings. A third population as
+modulator (``m`` in the hundreds) makes its moments both huge and slow to
+form, and the data path wins. The estimates below are flop and byte counts
+of the dominant terms; they need only be right within a small factor.
+
+The two paths' flops are not equally fast. The data path's are BLAS
+products of tall data blocks; the moment path's per-sweep contractions
+stream the whole ``(p m)^2`` scatter from memory for every block solve and
+run several times slower a flop. ``benchmarks/solver_choice.py`` times both
+paths on a grid of modulator sizes and checks that ``"auto"`` picks the
+faster one (``results/population/solver_choice.txt``).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from mics.core.stats import moment_nbytes
+
+__all__ = ["path_costs", "choose_solver", "choose_solver_for"]
+
+# Typical sweeps of one fit (restarts' probes, modulation and joint stages),
+# unless the estimator's max_iter caps them lower.
+_SWEEPS_PER_FIT = 100
+# Data-path (BLAS) flops that one flop of the moment path's per-sweep scatter
+# contractions costs in time. Measured at T = 4000, p = 79, q = 31, m = 31 in
+# the studies' capped selection (284 sweeps): about 20 ms a sweep for ~18
+# Mflop on the moments (memory-bound), 7 ms for ~50 Mflop on the data, a
+# ratio of about 8. Without it "auto" chose the moments there, 3x slower;
+# benchmarks/solver_choice.py checks the choice on a grid of m.
+_MOMENT_SWEEP_COST = 8.0
+
+
+def path_costs(
+    n_samples,
+    p,
+    q,
+    m,
+    *,
+    n_channels=1,
+    n_fits=1,
+    n_folds=0,
+    n_candidates=1,
+    max_iter=None,
+):
+    """Estimated cost (in data-path flops) and peak bytes of the moment and data paths.
+
+    Parameters
+    ----------
+    n_samples, p, q, m : int
+        Samples ``T``, source, target and modulator sizes.
+    n_channels : int
+        Channels ``K`` of a typical fit.
+    n_fits : int
+        ALS fits to run (1 for a fixed-rank fit; folds x candidates for selection).
+    n_folds : int
+        Held-out blocks scored (0 without selection).
+    n_candidates : int
+        Candidate models scored per held-out block.
+    max_iter : int, optional
+        The estimator's sweep cap; fewer sweeps a fit make the moment pass
+        harder to pay back.
+
+    Returns
+    -------
+    dict
+        ``{"moments": (cost, bytes), "data": (cost, bytes)}``; costs in flops
+        of the data path's BLAS products (moment-path sweeps weighted by
+        their measured slowness, ``_MOMENT_SWEEP_COST``).
+    """
+    T, K = n_samples, max(int(n_channels), 1)
+    sweeps = _SWEEPS_PER_FIT if max_iter is None else min(_SWEEPS_PER_FIT, int(max_iter))
+    d = (p + 1) * (m + 1)
+    # moments: the pass (one syrk triangle of the joined Khatri-Rao Gram,
+    # about T d^2 flops), per-sweep contractions of the (pm)^2 scatter, and
+    # held-out scores as quadratic forms in the fold's d x d Gram.
+    pass_flops = T * d * d * (m + 2) / (m + 1)
+    sweep_moments = _MOMENT_SWEEP_COST * (3.0 * p * p * m * m * K + 6.0 * p * m * q * K)
+    heldout_moments = 2.0 * d * d * (1 + min(p, q) + m + K)
+    flops_moments = (
+        pass_flops + n_fits * sweeps * sweep_moments + n_folds * n_candidates * heldout_moments
+    )
+    # the raw moments and, at the peak, two more copies of their size (the
+    # standardised raw moments and the centred scatter, which the operator
+    # shares since the centring writes its layout)
+    bytes_moments = 2 * moment_nbytes(p, m, q) + 8 * (p * m) ** 2
+    # data: weighted Grams (diagonal blocks by dsyrk) and the right-hand
+    # sides each sweep, plus the interaction start Phi^T R (2 T p m q) per fit.
+    sweep_data = T * (p * p + m * m) * K * K + 8.0 * T * (p + m + q) * K + 2.0 * T * q * (p + m)
+    flops_data = n_fits * (sweeps * sweep_data + 2.0 * T * p * m * q)
+    # centred copies of the data, residuals, K scaled copies, linear moments
+    bytes_data = 8 * (T * (p + m + 2 * q + K * max(p, m)) + 2 * (p + m + q) ** 2 + p * m * q)
+    return {"moments": (flops_moments, bytes_moments), "data": (flops_data, bytes_data)}
+
+
+def choose_solver(n_samples, p, q, m, *, memory_limit, **kwargs):
+    """``"moments"`` when its memory fits ``memory_limit`` and it costs less; else ``"data"``.
+
+    Keyword arguments are passed to :func:`path_costs`.
+    """
+    costs = path_costs(n_samples, p, q, m, **kwargs)
+    flops_m, bytes_m = costs["moments"]
+    flops_d, _ = costs["data"]
+    return "moments" if bytes_m <= memory_limit and flops_m <= flops_d else "data"
+
+
+def choose_solver_for(params, n, p, m, q):
+    """The solver :class:`mics.MICs` with ``params`` uses on ``n`` samples in memory.
+
+    ``solver="auto"`` weighs the cost and memory of both paths over the fits
+    the estimator will run (the selection's fold fits and the final fit).
+    """
+    if params["solver"] != "auto":
+        return params["solver"]
+    rank, n_channels, cv = params["rank"], params["n_channels"], params["cv"]
+    selecting = rank is None or n_channels is None
+    n_folds = (cv if isinstance(cv, numbers.Integral) else 10) if selecting else 0
+    n_fits = 1 + (n_folds * params["max_channels"] if n_channels is None else n_folds)
+    n_candidates = (params["max_rank"] + 1 if rank is None else 0) + (
+        params["max_channels"] + 1 if n_channels is None else 1
+    )
+    return choose_solver(
+        n,
+        p,
+        q,
+        m,
+        memory_limit=params["memory_limit"],
+        n_channels=n_channels or 1,
+        n_fits=n_fits,
+        n_folds=n_folds,
+        n_candidates=n_candidates,
+        max_iter=params["max_iter"],
+    )

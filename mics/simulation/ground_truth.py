@@ -1,0 +1,636 @@
+"""Ground-truth generator for the MIC model (MODEL.md §2).
+
+``simulate`` draws a source population ``X``, a modulator ``Z`` and a target
+population ``Y`` from
+
+    y_t = mu + B^T x_t + D^T z_t + sum_k lambda_k (c_k . z_t)(a_k . x_t) b_k + e_t
+
+with a chosen geometry of each multiplicative interaction channel relative
+to the baseline communication subspace, and returns the true parameters
+under the same names as a fitted :class:`mics.MICs`, so that the recovery
+metrics in :mod:`mics.simulation.recovery` accept either.
+
+Signal-to-noise ratios are defined *in sample* and *pooled over target
+neurons*: with ``e_t ~ N(0, sigma^2 I)`` and ``sigma^2 = 1``,
+
+- ``baseline_snr = sum_j var_t[(X B)_tj] / (q sigma^2)``,
+- ``modulation_snr = sum_j var_t[M_tj] / (q sigma^2)`` where ``M`` is the
+  multiplicative term,
+- ``additive_snr = sum_j var_t[(Z D)_tj] / (q sigma^2)``,
+
+where ``var_t`` is the sample variance of the generated draw. Scaling by the
+realised rather than the population variance makes the ratios exact for
+every modulator kind (the variance of a product of a Markov-switching
+running state with a correlated source has no simple closed form).
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import linalg, signal
+from sklearn.utils import check_random_state
+
+from mics.core.als import cp_tensor
+from mics.core.linalg import canonical_signs
+
+__all__ = ["GroundTruth", "simulate", "GEOMETRIES", "MODULATOR_KINDS"]
+
+#: Channel geometries relative to the baseline subspaces (MODEL.md §6).
+GEOMETRIES = ("reshape", "private_source", "private_target", "new", "random")
+#: Kinds of modulator ``simulate`` can generate.
+MODULATOR_KINDS = ("gaussian", "locomotion", "population")
+
+# Where each geometry puts the source (a) and target (b) pattern: "in" the
+# baseline subspace, "out" of it (orthogonal complement), or "free".
+_PLACEMENT = {
+    "reshape": ("in", "in"),
+    "private_source": ("out", "in"),
+    "private_target": ("in", "out"),
+    "new": ("out", "out"),
+    "random": ("free", "free"),
+}
+
+# Share of each neuron's variance carried by the population's low-dimensional
+# latent when `source_dim` is set (and for the "population" modulator):
+# cortical populations typically share a sizeable fraction of their variance.
+_SHARED_FRACTION = 0.5
+# Default running / stationary bout lengths (samples) of the locomotion modulator.
+_RUN_BOUT, _STILL_BOUT = 40.0, 60.0
+# Relative channel strengths and baseline singular values before SNR scaling:
+# descending but not so spread that the weakest component is invisible.
+_CHANNEL_DECAY = 0.75
+_CALCIUM_DEFAULTS = {"tau": 1.0, "fs": 10.0, "noise": 0.1}
+_NOISE_VAR = 1.0
+
+
+@dataclass(repr=False)
+class GroundTruth:
+    """True parameters of a simulated data set.
+
+    Field names match the fitted attributes of :class:`mics.MICs`.
+
+    Attributes
+    ----------
+    rank_ : int
+        Rank r of the baseline communication matrix B.
+    n_channels_ : int
+        Number K of multiplicative interaction channels.
+    coef_ : ndarray of shape (n_target, n_source)
+        Baseline ``B^T``.
+    intercept_ : ndarray of shape (n_target,)
+        ``mu``.
+    modulator_coef_ : ndarray of shape (n_target, n_modulators)
+        Additive modulator effect ``D^T``.
+    source_subspace_ : ndarray of shape (n_source, rank_)
+        Orthonormal U (the source communication subspace).
+    target_subspace_ : ndarray of shape (n_target, rank_)
+        Orthonormal V (the target communication subspace).
+    singular_values_ : ndarray of shape (rank_,)
+        S, descending, with ``B = U diag(S) V^T``.
+    channel_weights_ : ndarray of shape (n_channels_,)
+        lambda_k > 0, descending.
+    source_patterns_ : ndarray of shape (n_source, n_channels_)
+    target_patterns_ : ndarray of shape (n_target, n_channels_)
+    modulator_patterns_ : ndarray of shape (n_modulators, n_channels_)
+        Unit-norm columns; the largest-|.| entry of each source and target
+        pattern is positive (the sign lives in the modulator pattern).
+    geometry : list of str
+        Geometry of each channel (one of :data:`GEOMETRIES`).
+    noise_var : float
+        Variance of the target noise ``e_t`` per neuron.
+    gating_neurons : ndarray of int
+        Modulator columns that carry the gating (where ``modulator_patterns_``
+        is non-zero), sorted.
+    source_rates, target_rates : ndarray of shape (n_samples, n_neurons) or None
+        With the calcium observation model only: the latent (centred) source
+        activity and target activity the parameters above describe; the
+        returned ``X``, ``Y`` are then fluorescence traces.
+    """
+
+    rank_: int
+    n_channels_: int
+    coef_: np.ndarray
+    intercept_: np.ndarray
+    modulator_coef_: np.ndarray
+    source_subspace_: np.ndarray
+    target_subspace_: np.ndarray
+    singular_values_: np.ndarray
+    channel_weights_: np.ndarray
+    source_patterns_: np.ndarray
+    target_patterns_: np.ndarray
+    modulator_patterns_: np.ndarray
+    geometry: list[str]
+    noise_var: float = _NOISE_VAR
+    gating_neurons: np.ndarray | None = field(default=None, repr=False)
+    source_rates: np.ndarray | None = field(default=None, repr=False)
+    target_rates: np.ndarray | None = field(default=None, repr=False)
+
+    def __repr__(self):
+        p, q = self.coef_.shape[1], self.coef_.shape[0]
+        m = self.modulator_coef_.shape[1]
+        weights = np.array2string(self.channel_weights_, precision=3)
+        return (
+            f"GroundTruth(n_source={p}, n_target={q}, n_modulators={m}, rank_={self.rank_}, "
+            f"n_channels_={self.n_channels_}, channel_weights_={weights}, "
+            f"geometry={self.geometry})"
+        )
+
+    def modulation_tensor(self):
+        """The modulation tensor ``W = sum_k lambda_k a_k o b_k o c_k``.
+
+        Returns
+        -------
+        W : ndarray of shape (n_source, n_target, n_modulators)
+        """
+        return cp_tensor(
+            self.channel_weights_,
+            self.source_patterns_,
+            self.target_patterns_,
+            self.modulator_patterns_,
+        )
+
+    def communication_matrix(self, z):
+        """Effective communication matrix at one modulator state.
+
+        Parameters
+        ----------
+        z : array-like of shape (n_modulators,)
+            Modulator state in the centred coordinates of the returned ``Z``
+            (``z = 0`` is the average state, where ``B(z) = B``).
+
+        Returns
+        -------
+        B_z : ndarray of shape (n_source, n_target)
+            ``B + sum_k lambda_k (c_k . z) a_k b_k^T``.
+        """
+        z = np.asarray(z, dtype=float).reshape(-1)
+        if z.shape[0] != self.modulator_patterns_.shape[0]:
+            raise ValueError(
+                f"z has {z.shape[0]} entries but the modulator has "
+                f"{self.modulator_patterns_.shape[0]} dimensions."
+            )
+        gains = self.channel_weights_ * (z @ self.modulator_patterns_)
+        return self.coef_.T + (self.source_patterns_ * gains) @ self.target_patterns_.T
+
+    def predict(self, X, Z):
+        """Noise-free target activity under the true parameters.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_source)
+            Centred source activity (the latent rates under the calcium model).
+        Z : array-like of shape (n_samples, n_modulators)
+            Centred modulator.
+
+        Returns
+        -------
+        Y_mean : ndarray of shape (n_samples, n_target)
+        """
+        X = np.asarray(X, dtype=float)
+        Z = np.asarray(Z, dtype=float).reshape(X.shape[0], -1)
+        gains = (X @ self.source_patterns_) * (Z @ self.modulator_patterns_)
+        return (
+            self.intercept_
+            + X @ self.coef_.T
+            + Z @ self.modulator_coef_.T
+            + (gains * self.channel_weights_) @ self.target_patterns_.T
+        )
+
+
+def simulate(
+    n_samples=2000,
+    n_source=80,
+    n_target=60,
+    n_modulators=3,
+    rank=3,
+    n_channels=2,
+    geometry="new",
+    baseline_snr=1.0,
+    modulation_snr=0.5,
+    source_dim=None,
+    source_autocorr=0.0,
+    modulator_autocorr=0.0,
+    modulator_kind="gaussian",
+    calcium=None,
+    random_state=None,
+    *,
+    additive_snr=0.2,
+    n_gating=None,
+):
+    """Simulate source, modulator and target activity with known channels.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of time bins T.
+    n_source, n_target, n_modulators : int
+        p, q and m.
+    rank : int
+        Rank r of the baseline communication matrix, ``0 <= r <= min(p, q)``.
+    n_channels : int
+        Number K of multiplicative interaction channels (0 for none).
+    geometry : str or list of str
+        Geometry of each channel relative to the baseline subspaces, one of
+        ``"reshape"`` (source pattern in span(U), target pattern in span(V)),
+        ``"private_source"`` (source pattern orthogonal to span(U), target in
+        span(V)), ``"private_target"`` (source in span(U), target orthogonal to
+        span(V)), ``"new"`` (both orthogonal) or ``"random"`` (unconstrained).
+        A single string applies to every channel. Patterns that share a
+        placement (e.g. two source patterns inside span(U)) are drawn
+        mutually orthogonal when the subspace has room for them.
+    baseline_snr : float
+        In-sample variance of ``X B`` over noise variance, pooled over target
+        neurons. Must be > 0 when ``rank > 0``.
+    modulation_snr : float
+        Same for the multiplicative term. Must be > 0 when ``n_channels > 0``.
+    source_dim : int or None
+        If set, X is a ``source_dim``-dimensional latent (half of each
+        neuron's variance) plus private noise, so sources are correlated as in
+        real populations; if None, sources are independent.
+    source_autocorr, modulator_autocorr : float in (-1, 1)
+        Lag-1 autocorrelation of AR(1) sources (latents and private noise) and
+        of the modulator. For ``modulator_kind="locomotion"`` it is the lag-1
+        autocorrelation of the running state (the Markov chain's
+        ``1 - P(start) - P(stop)``); 0 there selects the default bouts (mean
+        40 samples running, 60 still).
+    modulator_kind : {"gaussian", "locomotion", "population"}
+        ``"gaussian"``: independent AR(1) Gaussian processes.
+        ``"locomotion"``: column 0 is a binary running state with Markov bouts,
+        column 1 (if m > 1) a smooth speed that ramps up within running bouts
+        and decays after them, further columns slow arousal-like (pupil)
+        signals that follow running.
+        ``"population"``: a third population of m neurons driven by its own
+        latent of dimension ``min(m, 3)`` plus private noise (half of each
+        neuron's variance); the gating is carried by ``n_gating`` of them.
+        Every column of the returned Z is centred and scaled to unit variance.
+    calcium : dict or None
+        Calcium observation model applied to X and Y after Y is generated:
+        keys ``tau`` (indicator decay, s; default 1.0), ``fs`` (sampling rate,
+        Hz; default 10.0), ``noise`` (observation noise s.d. relative to each
+        trace's s.d.; default 0.1). Activity goes through a softplus (rates
+        are non-negative), a unit-gain exponential kernel and additive
+        Gaussian noise. The true parameters then describe the latent activity
+        kept in ``truth.source_rates`` and ``truth.target_rates``, not the
+        returned traces: fitting the traces measures indicator bias.
+    random_state : int, RandomState instance or None
+        Parameters are drawn before data, so the true directions do not
+        change with ``n_samples``.
+    additive_snr : float
+        In-sample variance of the additive modulator effect ``Z D`` over noise
+        variance, pooled over target neurons (0 for no additive effect).
+    n_gating : int or None
+        Number of modulator columns (neurons, drawn at random) that carry the
+        modulator patterns; the patterns are zero on the others. None: all of
+        them, except for ``modulator_kind="population"`` where it is
+        ``min(m, max(K, 3, m // 4))`` -- a subset of the population gates.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_source)
+        Source activity (centred unless ``calcium`` is set).
+    Y : ndarray of shape (n_samples, n_target)
+        Target activity.
+    Z : ndarray of shape (n_samples, n_modulators)
+        Modulator, z-scored.
+    truth : GroundTruth
+        True parameters, named as the fitted attributes of :class:`mics.MICs`.
+
+    Notes
+    -----
+    The noise is white with variance 1 per target neuron. With one modulator
+    and more than one channel the CP decomposition is not unique (the
+    channels can be rotated into one another); a warning says so whenever
+    Kruskal's generic uniqueness condition fails.
+    """
+    T = _check_int(n_samples, "n_samples", minimum=2)
+    p = _check_int(n_source, "n_source", minimum=1)
+    q = _check_int(n_target, "n_target", minimum=1)
+    m = _check_int(n_modulators, "n_modulators", minimum=1)
+    r = _check_int(rank, "rank", minimum=0)
+    K = _check_int(n_channels, "n_channels", minimum=0)
+    if r > min(p, q):
+        raise ValueError(f"rank={r} exceeds min(n_source, n_target) = {min(p, q)}.")
+    if min(p, q) < K:
+        raise ValueError(
+            f"n_channels={K} exceeds min(n_source, n_target) = {min(p, q)}: channels "
+            "could not have distinct source and target patterns."
+        )
+    geometries = _check_geometry(geometry, K, r, p, q)
+    _check_snr(baseline_snr, "baseline_snr", required=r > 0, what="rank > 0")
+    _check_snr(modulation_snr, "modulation_snr", required=K > 0, what="n_channels > 0")
+    _check_snr(additive_snr, "additive_snr", required=False, what="")
+    rho_x = _check_autocorr(source_autocorr, "source_autocorr")
+    rho_z = _check_autocorr(modulator_autocorr, "modulator_autocorr")
+    if modulator_kind not in MODULATOR_KINDS:
+        raise ValueError(
+            f"modulator_kind={modulator_kind!r} is not one of {list(MODULATOR_KINDS)}."
+        )
+    if modulator_kind == "locomotion" and rho_z < 0:
+        raise ValueError("running bouts need modulator_autocorr >= 0.")
+    if source_dim is not None:
+        source_dim = _check_int(source_dim, "source_dim", minimum=1)
+        if source_dim > p:
+            raise ValueError(f"source_dim={source_dim} exceeds n_source={p}.")
+    calcium = _check_calcium(calcium)
+    if n_gating is None:
+        n_gating = min(m, max(K, 3, m // 4)) if modulator_kind == "population" else m
+    n_gating = _check_int(n_gating, "n_gating", minimum=1)
+    if n_gating > m:
+        raise ValueError(f"n_gating={n_gating} exceeds n_modulators={m}.")
+    _warn_if_not_identifiable(K, p, q, m)
+
+    rng = check_random_state(random_state)
+
+    # Parameters (directions) first: they must not depend on n_samples.
+    U = _random_orthonormal(rng, p, r)
+    V = _random_orthonormal(rng, q, r)
+    # Same sign convention as the fitted subspaces (the sign moves to V).
+    sign_u = canonical_signs(U)
+    U, V = U * sign_u, V * sign_u
+    S = np.linspace(1.0, 0.5, r) if r > 1 else np.ones(r)
+    A = _place_patterns(rng, U, [_PLACEMENT[g][0] for g in geometries])
+    Bpat = _place_patterns(rng, V, [_PLACEMENT[g][1] for g in geometries])
+    if n_gating == m:
+        gating = np.arange(m)
+        C = _random_directions(rng, m, K)
+    else:
+        gating = np.sort(rng.choice(m, size=n_gating, replace=False))
+        C = np.zeros((m, K))
+        C[gating] = _random_directions(rng, n_gating, K)
+    sign_a, sign_b = canonical_signs(A), canonical_signs(Bpat)
+    A, Bpat, C = A * sign_a, Bpat * sign_b, C * (sign_a * sign_b)
+    lam = _CHANNEL_DECAY ** np.arange(K, dtype=float)
+    D = rng.standard_normal((m, q))
+    mu = rng.standard_normal(q)
+    loadings = None
+    if source_dim is not None:
+        loadings = rng.standard_normal((p, source_dim)) / np.sqrt(source_dim)
+
+    X = _simulate_source(rng, T, p, loadings, rho_x)
+    Z = _simulate_modulator(rng, T, m, modulator_kind, rho_z)
+    # Sample-centred inputs make the parameters exactly those of the model
+    # the estimator fits (it centres with training means).
+    X -= X.mean(axis=0)
+    Z = (Z - Z.mean(axis=0)) / Z.std(axis=0)
+
+    baseline = (X @ U) * S @ V.T
+    S = S * _snr_scale(baseline, baseline_snr)
+    additive = Z @ D
+    D = D * _snr_scale(additive, additive_snr)
+    gains = (X @ A) * (Z @ C)
+    lam = lam * _snr_scale((gains * lam) @ Bpat.T, modulation_snr)
+    B = (U * S) @ V.T
+    noise = rng.normal(scale=np.sqrt(_NOISE_VAR), size=(T, q))
+    Y = mu + X @ B + Z @ D + (gains * lam) @ Bpat.T + noise
+
+    truth = GroundTruth(
+        rank_=r,
+        n_channels_=K,
+        coef_=B.T,
+        intercept_=mu,
+        modulator_coef_=D.T,
+        source_subspace_=U,
+        target_subspace_=V,
+        singular_values_=S,
+        channel_weights_=lam,
+        source_patterns_=A,
+        target_patterns_=Bpat,
+        modulator_patterns_=C,
+        geometry=list(geometries),
+        gating_neurons=gating,
+    )
+    if calcium is not None:
+        truth.source_rates, truth.target_rates = X, Y
+        X = _calcium_traces(rng, X, **calcium)
+        Y = _calcium_traces(rng, Y, **calcium)
+    return X, Y, Z, truth
+
+
+# --------------------------------------------------------------------- checks
+
+
+def _check_int(value, name, minimum):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def _check_snr(value, name, required, what):
+    if not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite non-negative number, got {value!r}.")
+    if required and value == 0:
+        raise ValueError(
+            f"{name}=0 with {what}: set the rank / n_channels to 0 instead for no such term."
+        )
+
+
+def _check_autocorr(value, name):
+    if not isinstance(value, numbers.Real) or not -1.0 < value < 1.0:
+        raise ValueError(f"{name} must lie in (-1, 1), got {value!r}.")
+    return float(value)
+
+
+def _check_geometry(geometry, K, r, p, q):
+    geometries = [geometry] * K if isinstance(geometry, str) else list(geometry)
+    if len(geometries) != K:
+        raise ValueError(
+            f"geometry lists {len(geometries)} channel(s) but n_channels={K}; give one "
+            "geometry per channel or a single string."
+        )
+    for k, g in enumerate(geometries):
+        if g not in _PLACEMENT:
+            raise ValueError(
+                f"unknown geometry {g!r} for channel {k}; choose from {list(GEOMETRIES)}."
+            )
+        src, tgt = _PLACEMENT[g]
+        for place, dim, pop in ((src, p, "source"), (tgt, q, "target")):
+            if place == "in" and r == 0:
+                raise ValueError(
+                    f"geometry {g!r} puts the {pop} pattern inside the baseline subspace, "
+                    "which needs rank >= 1."
+                )
+            if place == "out" and r >= dim:
+                raise ValueError(
+                    f"geometry {g!r} puts the {pop} pattern orthogonal to the baseline "
+                    f"subspace, which needs rank < n_{pop} (rank={r}, n_{pop}={dim})."
+                )
+    return geometries
+
+
+def _check_calcium(calcium):
+    if calcium is None:
+        return None
+    if not isinstance(calcium, dict):
+        raise TypeError(f"calcium must be a dict or None, got {type(calcium).__name__}.")
+    unknown = set(calcium) - set(_CALCIUM_DEFAULTS)
+    if unknown:
+        raise ValueError(
+            f"unknown calcium option(s) {sorted(unknown)}; known: {sorted(_CALCIUM_DEFAULTS)}."
+        )
+    params = {**_CALCIUM_DEFAULTS, **calcium}
+    for key in ("tau", "fs"):
+        if not params[key] > 0:
+            raise ValueError(f"calcium {key} must be > 0, got {params[key]!r}.")
+    if not params["noise"] >= 0:
+        raise ValueError(f"calcium noise must be >= 0, got {params['noise']!r}.")
+    return params
+
+
+def _warn_if_not_identifiable(K, p, q, m):
+    # Kruskal: generic k-ranks min(dim, K) must sum to at least 2K + 2.
+    if K >= 2 and min(p, K) + min(q, K) + min(m, K) < 2 * K + 2:
+        warnings.warn(
+            f"{K} channels with {m} modulator dimension(s) violate Kruskal's uniqueness "
+            "condition: the channels are not identifiable (only their sum is).",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+# ----------------------------------------------------------------- parameters
+
+
+def _random_orthonormal(rng, n, k):
+    """Haar-distributed n x k matrix with orthonormal columns."""
+    if k == 0:
+        return np.zeros((n, 0))
+    Q, R = linalg.qr(rng.standard_normal((n, k)), mode="economic")
+    return Q * np.sign(np.diag(R))
+
+
+def _random_directions(rng, n, k):
+    """k unit vectors in R^n: orthonormal when k <= n, otherwise independent."""
+    if k <= n:
+        return _random_orthonormal(rng, n, k)
+    G = rng.standard_normal((n, k))
+    return G / np.linalg.norm(G, axis=0)
+
+
+def _place_patterns(rng, basis, placements):
+    """Unit patterns inside span(basis), in its complement, or anywhere.
+
+    Parameters
+    ----------
+    basis : ndarray of shape (n, r)
+        Orthonormal baseline subspace.
+    placements : list of {"in", "out", "free"}
+
+    Returns
+    -------
+    patterns : ndarray of shape (n, len(placements))
+    """
+    n = basis.shape[0]
+    patterns = np.zeros((n, len(placements)))
+    spaces = {"in": basis, "out": linalg.null_space(basis.T), "free": np.eye(n)}
+    for place, space in spaces.items():
+        idx = [k for k, pl in enumerate(placements) if pl == place]
+        if idx:
+            # Drawn as one block so that channels sharing a subspace are orthogonal.
+            patterns[:, idx] = space @ _random_directions(rng, space.shape[1], len(idx))
+    return patterns
+
+
+def _snr_scale(signal_part, snr):
+    """Factor that brings the pooled in-sample variance of a term to snr * noise var."""
+    power = signal_part.var(axis=0).mean()
+    if snr == 0 or power == 0:
+        return 0.0 if snr == 0 else 1.0
+    return np.sqrt(snr * _NOISE_VAR / power)
+
+
+# ----------------------------------------------------------------------- data
+
+
+def _ar1(rng, n_samples, n_series, coef):
+    """Stationary AR(1) processes with unit variance and lag-1 autocorrelation `coef`."""
+    innovations = rng.standard_normal((n_samples, n_series))
+    start = rng.standard_normal((1, n_series))
+    # Starting from a stationary draw avoids a burn-in transient.
+    out, _ = signal.lfilter(
+        [np.sqrt(1.0 - coef**2)], [1.0, -coef], innovations, axis=0, zi=coef * start
+    )
+    return out
+
+
+def _latent_population(rng, n_samples, loadings, coef):
+    """Low-dimensional shared latent plus private noise (each half the variance)."""
+    n_neurons, dim = loadings.shape
+    latent = _ar1(rng, n_samples, dim, coef)
+    private = _ar1(rng, n_samples, n_neurons, coef)
+    return (
+        np.sqrt(_SHARED_FRACTION) * latent @ loadings.T + np.sqrt(1.0 - _SHARED_FRACTION) * private
+    )
+
+
+def _simulate_source(rng, n_samples, n_source, loadings, coef):
+    if loadings is None:
+        return _ar1(rng, n_samples, n_source, coef)
+    return _latent_population(rng, n_samples, loadings, coef)
+
+
+def _simulate_modulator(rng, n_samples, m, kind, coef):
+    if kind == "gaussian":
+        return _ar1(rng, n_samples, m, coef)
+    if kind == "population":
+        dim = min(m, 3)
+        loadings = rng.standard_normal((m, dim)) / np.sqrt(dim)
+        return _latent_population(rng, n_samples, loadings, coef)
+    return _locomotion(rng, n_samples, m, coef)
+
+
+def _locomotion(rng, n_samples, m, coef):
+    """Running state (Markov bouts), speed and slow arousal-like signals."""
+    if coef > 0:
+        # Split the total switching rate 1 - rho so that running fills the same
+        # share of time as with the default bouts.
+        occupancy = _RUN_BOUT / (_RUN_BOUT + _STILL_BOUT)
+        p_stop, p_start = (1 - coef) * (1 - occupancy), (1 - coef) * occupancy
+    else:
+        p_stop, p_start = 1.0 / _RUN_BOUT, 1.0 / _STILL_BOUT
+    occupancy = p_start / (p_start + p_stop)
+    for _ in range(100):
+        running = _markov_states(rng, n_samples, p_start, p_stop, occupancy)
+        if 0 < running.sum() < n_samples:
+            break
+    else:
+        raise ValueError(
+            f"n_samples={n_samples} is too short for the running bouts: every draw was "
+            "all running or all still."
+        )
+    columns = [running]
+    if m > 1:
+        # Speed ramps up and down around bout edges and fluctuates within a bout.
+        vigour = np.exp(0.3 * _ar1(rng, n_samples, 1, 0.95)[:, 0])
+        speed = signal.lfilter([0.2], [1.0, -0.8], running * vigour)
+        columns.append(speed)
+    for _ in range(2, m):
+        # Pupil-like: a slow low-pass of running plus its own slow fluctuations.
+        pupil = signal.lfilter([0.05], [1.0, -0.95], running) / occupancy
+        columns.append(pupil + 0.5 * _ar1(rng, n_samples, 1, 0.95)[:, 0])
+    return np.column_stack(columns)
+
+
+def _markov_states(rng, n_samples, p_start, p_stop, occupancy):
+    """Two-state Markov chain drawn as alternating geometric bouts."""
+    running = rng.random_sample() < occupancy
+    state = np.empty(n_samples)
+    t = 0
+    while t < n_samples:
+        length = rng.geometric(p_stop if running else p_start)
+        state[t : t + length] = running
+        t += length
+        running = not running
+    return state
+
+
+def _calcium_traces(rng, activity, tau, fs, noise):
+    """Softplus rates -> unit-gain exponential indicator kernel -> noisy fluorescence."""
+    rates = np.logaddexp(0.0, activity)
+    decay = np.exp(-1.0 / (tau * fs))
+    traces, _ = signal.lfilter([1.0 - decay], [1.0, -decay], rates, axis=0, zi=decay * rates[:1])
+    scale = noise * traces.std(axis=0)
+    return traces + rng.standard_normal(traces.shape) * scale

@@ -1,0 +1,471 @@
+"""Is modulation there, and how sure are we? Permutation tests and bootstraps.
+
+Calcium signals are autocorrelated, so neither test may shuffle samples:
+the circular null shifts the whole modulator time series relative to
+source and target (keeping every autocorrelation intact but breaking their
+alignment), and the bootstrap resamples contiguous blocks of time. For
+trial-structured recordings (``groups``) the trial null permutes the
+modulator's trials among trials of the same condition (each trial's time
+course kept), and the bootstrap draws whole trials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.base import clone
+from sklearn.utils import check_random_state
+from tqdm import tqdm
+
+from mics.data.folds import trial_bootstrap_indices, trial_permutation_indices
+from mics.data.problem import make_problem
+from mics.data.validation import check_count, check_fraction
+from mics.model.decomposition import decompose
+from mics.model.fit import fit_problem
+
+__all__ = ["ModulationTest", "test_modulation", "bootstrap_channels"]
+
+
+@dataclass
+class ModulationTest:
+    """Result of :func:`test_modulation`.
+
+    Attributes
+    ----------
+    statistic : float
+        Largest cross-validated NSE improvement of a model with channels
+        over the baseline-plus-additive-modulator model, among the channel
+        counts ``K >= 1`` the estimator scored (``K = 1 .. max_channels``
+        with ``channel_search="grid"``; up to the first count that stops
+        improving with the default sequential search); negative when every
+        channel model predicts worse.
+    selected_improvement : float
+        Improvement of the model the one-SEM rule selected (0 when it
+        selected no channel).
+    null_distribution : ndarray of shape (n_permutations,)
+    p_value : float
+        ``(1 + #{null >= statistic}) / (1 + n_permutations)``.
+    n_channels : int
+        Channels selected on the real data.
+    shifts : ndarray of shape (n_permutations,)
+        Circular shifts (samples) of the circular null; empty for the trial null.
+    null : str
+        Which null was used: ``"circular"`` or ``"trial"``.
+    permutations : ndarray of shape (n_permutations, n_trials) or None
+        For the trial null, the trial each null trial's modulator came from.
+    """
+
+    statistic: float
+    selected_improvement: float
+    null_distribution: np.ndarray
+    p_value: float
+    n_channels: int
+    shifts: np.ndarray
+    null: str = "circular"
+    permutations: np.ndarray | None = None
+
+    def __repr__(self):
+        return (
+            f"ModulationTest(statistic={self.statistic:.4g}, p_value={self.p_value:.4g}, "
+            f"n_channels={self.n_channels}, n_permutations={self.null_distribution.size}, "
+            f"null={self.null!r})"
+        )
+
+
+def _gain_params(estimator, **changes):
+    """The parameters of the fits behind a statistic: channels selected, quietly, in one job."""
+    return {**estimator.get_params(deep=False), "n_channels": None, "verbose": 0, "n_jobs": 1,
+            **changes}
+
+
+def _improvement(params, problem):
+    """Best CV improvement of a channel model over K=0 (baseline with additive Z).
+
+    The improvement of the *selected* model is zero whenever the one-SEM
+    rule picks K=0, so its null distribution is a spike at zero and the
+    p-value would only restate the selection. The best improvement over
+    ``K >= 1`` is continuous, and the same procedure applied to shifted data
+    gives its null. Only the selection runs (no fit on all samples).
+
+    Returns
+    -------
+    gain : float
+    outcome : mics.model.FitOutcome
+        The selection (its rank, channel count and CV table).
+    """
+    outcome = fit_problem(params, problem, cv_only=True)
+    return best_gain(outcome.cv_results), outcome
+
+
+def _null_statistic(params, problem):
+    return _improvement(params, problem)[0]
+
+
+def best_gain(cv_results):
+    """CV loss of K = 0 minus the best CV loss over the scored K >= 1 (the test statistic).
+
+    Parameters
+    ----------
+    cv_results : dict
+        A selection's CV table (``MICs.cv_results_``).
+    """
+    loss = cv_results["n_channels_mean_loss"]
+    return float(loss[0] - np.min(loss[1:]))
+
+
+# pytest would collect a module-level function named test_*; say it is not a test.
+def test_modulation(
+    estimator,
+    X,
+    Y,
+    Z,
+    *,
+    n_permutations=100,
+    min_shift=None,
+    groups=None,
+    conditions=None,
+    null=None,
+    n_jobs=None,
+    verbose=1,
+    random_state=None,
+    stop_after=None,
+):
+    """Permutation test for the presence of modulation (circular or trial null).
+
+    The circular null shifts the modulator in time relative to source and
+    target, which keeps every autocorrelation and breaks any gating. The
+    trial null (trial-structured recordings) gives each trial the modulator
+    time course of another trial of the same condition, which keeps the
+    within-trial autocorrelation and any stimulus-locked modulator response
+    and breaks the trial-to-trial pairing. Either way the additive effect
+    of the modulator on the target is first regressed out (with the true
+    alignment) so that the null differs from the data in the gating only.
+    Cross-validation folds hold out whole trials when trial ids are known.
+
+    Parameters
+    ----------
+    estimator : MICs
+        Its ``rank`` is fixed to the rank selected on the real data for the
+        null fits (the shift does not touch the source-target relation).
+        Its ``channel_search`` decides which channel counts the statistic
+        looks at: with "sequential" (the default) K = 2 only if K = 1
+        improved on K = 0, with "grid" every K up to ``max_channels``. Both
+        tests are exact; "grid" costs more on null data and keeps the power
+        against gating that needs two channels to beat none
+        (``results/park2024/channel_search.md``).
+    X : array-like of shape (n_samples, n_source)
+    Y : array-like of shape (n_samples, n_target)
+    Z : array-like of shape (n_samples, n_modulators) or (n_samples,)
+    n_permutations : int
+    min_shift : int, optional
+        Smallest circular shift in samples; choose it longer than the
+        autocorrelation of the signals. Defaults to a tenth of the samples.
+        Circular null only.
+    groups : array-like of shape (n_samples,), optional
+        Trial id of every sample; taken from a ``trial`` coordinate of a
+        labelled input when not given.
+    conditions : array-like of shape (n_samples,) or str, optional
+        Condition of every sample (constant within a trial, e.g. grating
+        direction), or the name of such a coordinate of a labelled input:
+        the trial null permutes trials within conditions. None permutes
+        among all trials (only valid when nothing stimulus-locked is left,
+        e.g. after :func:`mics.preprocessing.subtract_condition_means`).
+    null : {"circular", "trial"}, optional
+        Default: ``"trial"`` when trial ids are known, else ``"circular"``.
+    n_jobs : int, optional
+        Parallel null fits (joblib; use a Dask backend to spread them out).
+    verbose : int
+    random_state : int or RandomState
+    stop_after : int, optional
+        Sequential Monte-Carlo test (Besag & Clifford 1991): the shifts are
+        evaluated in their drawn order and the test stops as soon as
+        ``stop_after`` null statistics reach the observed one, with the exact
+        p-value ``stop_after / L`` (``L`` shifts evaluated). A clearly null
+        result then costs about ``stop_after / p`` fits instead of
+        ``n_permutations``; when fewer than ``stop_after`` exceedances occur
+        the test runs to the end and the p-value is the usual one, so small
+        p-values are exactly those of the full test. Off by default
+        (``None``: all shifts run). ``shifts`` and ``null_distribution``
+        then hold the evaluated shifts only.
+
+    Returns
+    -------
+    ModulationTest
+    """
+    rng = check_random_state(random_state)
+    n_permutations = check_count(n_permutations, "n_permutations", 1)
+    if stop_after is not None:
+        stop_after = check_count(stop_after, "stop_after", 1)
+    if isinstance(conditions, str):
+        conditions = _coordinate(conditions, X, Y, Z)
+    if Z is None:
+        raise ValueError("test_modulation needs a modulator Z.")
+    problem = make_problem(X, Y, Z, groups=groups).unlabelled()
+    n, groups = problem.n_samples, problem.groups
+    null = _check_null(null, groups)
+    if null == "circular":
+        if min_shift is None:
+            min_shift = max(1, n // 10)
+        if n < 2:
+            raise ValueError(f"a circular-shift test needs at least 2 samples, got {n}.")
+        min_shift = check_count(min_shift, "min_shift", 1, n // 2)
+    # The null hypothesis is "no gating", not "no modulator effect at all": the
+    # additive effect of Z on the target is a nuisance to keep. Shifting Z
+    # would also destroy it, leave more residual variance to every null fit,
+    # make channel models overfit more there and the observed statistic look
+    # large (an anti-conservative test). So the additive effect is removed
+    # once, with the real alignment, before anything is shifted (as
+    # Freedman & Lane permute under the reduced model).
+    problem = problem.residualized()
+    observed, outcome = _improvement(_gain_params(estimator), problem)
+    res = outcome.cv_results
+    selected = float(
+        res["n_channels_mean_loss"][0] - res["n_channels_mean_loss"][res["n_channels_best_index"]]
+    )
+    fixed = _gain_params(estimator, rank=outcome.rank)
+    if null == "circular":
+        shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
+        nulls = (problem.rolled(s) for s in shifts)
+        perms = None
+    else:
+        shifts = np.zeros(0, dtype=int)
+        idxs = [trial_permutation_indices(groups, rng, conditions) for _ in range(n_permutations)]
+        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+        perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
+        nulls = (problem.permuted(i) for i in idxs)
+    results = problem.map(
+        partial(_null_statistic, fixed),
+        nulls,
+        splits=problem.splits(fixed["cv"], fixed["gap"]),
+        n_jobs=n_jobs,
+        ordered=stop_after is not None,
+    )
+    null_dist = _collect_null(results, observed, n_permutations, stop_after, verbose)
+    shifts = shifts[: null_dist.size]
+    if perms is not None:
+        perms = perms[: null_dist.size]
+    p = _monte_carlo_p_value(null_dist, observed, n_permutations, stop_after)
+    return ModulationTest(
+        observed, selected, null_dist, float(p), outcome.n_channels, shifts, null, perms
+    )
+
+
+test_modulation.__test__ = False
+
+
+def _collect_null(results, observed, n_permutations, stop_after, verbose):
+    """Null statistics in the shifts' order, stopping after ``stop_after`` exceedances.
+
+    Results are consumed in submission order, so where the sequential test
+    stops does not depend on ``n_jobs``.
+    """
+    null = []
+    exceed = 0
+    bar = tqdm(results, total=n_permutations, desc="permutations", disable=not verbose)
+    for r in bar:
+        null.append(r)
+        exceed += r >= observed
+        if stop_after is not None and exceed >= stop_after:
+            break
+    bar.close()
+    return np.asarray(null, dtype=float)
+
+
+def _monte_carlo_p_value(null, observed, n_permutations, stop_after):
+    """``(1 + #{null >= observed}) / (1 + n)``, or Besag-Clifford's ``h / L`` when stopped early.
+
+    Parameters
+    ----------
+    null : ndarray of shape (L,)
+        Null statistics evaluated (``L <= n_permutations``).
+    observed : float
+    n_permutations : int
+    stop_after : int or None
+        ``h`` of the sequential test.
+
+    Returns
+    -------
+    p_value : float
+    """
+    exceed = int(np.sum(null >= observed))
+    if stop_after is not None and exceed >= stop_after:
+        return stop_after / null.size
+    return (1 + exceed) / (1 + n_permutations)
+
+
+def _check_null(null, groups):
+    if null is None:
+        return "circular" if groups is None else "trial"
+    if null not in ("circular", "trial"):
+        raise ValueError(f"null must be 'circular' or 'trial', got {null!r}.")
+    if null == "trial" and groups is None:
+        raise ValueError(
+            "null='trial' needs trial ids: pass groups= or labelled inputs with a 'trial' "
+            "coordinate."
+        )
+    return null
+
+
+def _coordinate(name, *arrays):
+    """A named coordinate along time of the first labelled input that has it."""
+    from mics.data.folds import trial_coordinate
+
+    values = trial_coordinate(*arrays, coord=name)
+    if values is None:
+        raise ValueError(
+            f"conditions={name!r} names no coordinate along 'time' of the labelled inputs."
+        )
+    return values
+
+
+def _block_indices(n, block_length, rng):
+    starts = rng.randint(0, n - block_length + 1, size=int(np.ceil(n / block_length)))
+    return np.concatenate([np.arange(s, s + block_length) for s in starts])[:n]
+
+
+def _align(reference, model):
+    """Permutation and signs matching a bootstrap fit's channels to the reference."""
+    # np.asarray: a reference fitted on labelled inputs has DataArray patterns.
+    sim = (
+        (np.asarray(reference.source_patterns_).T @ model.source_patterns_)
+        * (np.asarray(reference.target_patterns_).T @ model.target_patterns_)
+        * (np.asarray(reference.modulator_patterns_).T @ model.modulator_patterns_)
+    )
+    rows, cols = linear_sum_assignment(-np.abs(sim))
+    order = np.empty(reference.n_channels_, dtype=int)
+    order[rows] = cols
+    return order
+
+
+def _boot_fit(fixed, problem, seed):
+    """One bootstrap fit: a clone of the fixed-size model on a resampled problem."""
+    return clone(fixed).set_params(random_state=seed).fit_problem(problem)
+
+
+def bootstrap_channels(
+    model,
+    X,
+    Y,
+    Z,
+    *,
+    n_boot=100,
+    block_length=None,
+    groups=None,
+    confidence=0.95,
+    n_jobs=None,
+    verbose=1,
+    random_state=None,
+):
+    """Block-bootstrap confidence intervals for the channels of a fitted model.
+
+    Each resample concatenates contiguous blocks (whole trials when trial
+    ids are known) drawn with replacement,
+    refits with the model's ranks fixed, and aligns its channels to the
+    full-data fit (Hungarian matching on the product of |cosines|); the
+    patterns' signs are matched too.
+
+    Parameters
+    ----------
+    model : fitted MICs
+    X, Y, Z : array-like
+        The data the model was fitted on.
+    n_boot : int
+    block_length : int, optional
+        Samples per block; default ``sqrt(n_samples)``, rounded. Ignored
+        when trials are resampled.
+    groups : array-like of shape (n_samples,), optional
+        Trial id of every sample: each resample then draws ``n_trials`` whole
+        trials with replacement. Taken from a ``trial`` coordinate of a
+        labelled input when not given.
+    confidence : float
+    n_jobs, verbose, random_state
+        As in :func:`test_modulation`.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``channel_weights``, ``source_patterns``, ``target_patterns``,
+        ``modulator_patterns``, the per-channel decomposition fractions
+        (``reshape``, ...) and the whole-tensor ones (``total_reshape``, ...),
+        each with a ``bound`` dimension (``low``, ``high``); the raw draws as
+        ``*_draws`` with a ``boot`` dimension. Attribute ``resampling`` is
+        ``"trial"`` or ``"block"``. Pass it as ``intervals`` to
+        :func:`mics.model.summarize`.
+    """
+    import xarray as xr
+
+    rng = check_random_state(random_state)
+    n_boot = check_count(n_boot, "n_boot", 1)
+    check_fraction(confidence, "confidence")
+    if Z is None:
+        raise ValueError("bootstrap_channels needs the modulator Z the model was fitted with.")
+    problem = make_problem(X, Y, Z, groups=groups).unlabelled()
+    n, groups = problem.n_samples, problem.groups
+    if groups is None:
+        if block_length is None:
+            block_length = max(1, int(round(np.sqrt(n))))
+        block_length = check_count(block_length, "block_length", 1, n)
+    fixed = clone(model).set_params(
+        rank=model.rank_, n_channels=model.n_channels_, verbose=0, n_jobs=1
+    )
+    seeds = rng.randint(np.iinfo(np.int32).max, size=n_boot)
+    if groups is None:
+        draws_idx = [(_block_indices(n, block_length, rng), None) for _ in range(n_boot)]
+    else:
+        block_length = None
+        draws_idx = [trial_bootstrap_indices(groups, rng) for _ in range(n_boot)]
+    variants = (
+        (problem.resampled(i, g), s) for (i, g), s in zip(draws_idx, seeds, strict=True)
+    )
+    fits = list(
+        problem.map(
+            partial(_boot_fit, fixed), variants, n_jobs=n_jobs, desc="bootstrap",
+            verbose=verbose, total=n_boot,
+        )
+    )
+    draws = {k: [] for k in ("w", "a", "b", "c", "frac", "total")}
+    parts = ("reshape", "private_source", "private_target", "new")
+    for f in fits:
+        order = _align(model, f)
+        a = f.source_patterns_[:, order]
+        b = f.target_patterns_[:, order]
+        c = f.modulator_patterns_[:, order]
+        sa = np.sign(np.sum(a * np.asarray(model.source_patterns_), axis=0))
+        sb = np.sign(np.sum(b * np.asarray(model.target_patterns_), axis=0))
+        draws["w"].append(f.channel_weights_[order])
+        draws["a"].append(a * sa)
+        draws["b"].append(b * sb)
+        draws["c"].append(c * sa * sb)
+        dec = decompose(f)
+        draws["frac"].append([dec[p].values[order] for p in parts])
+        draws["total"].append([float(dec[f"total_{p}"]) for p in parts])
+    ds = xr.Dataset(
+        {
+            "channel_weights": (("boot", "channel"), np.asarray(draws["w"])),
+            "source_patterns": (("boot", "source", "channel"), np.asarray(draws["a"])),
+            "target_patterns": (("boot", "target", "channel"), np.asarray(draws["b"])),
+            "modulator_patterns": (("boot", "modulator", "channel"), np.asarray(draws["c"])),
+        }
+    )
+    frac = np.asarray(draws["frac"])  # (boot, part, channel)
+    total = np.asarray(draws["total"])  # (boot, part)
+    for i, p in enumerate(parts):
+        ds[p] = (("boot", "channel"), frac[:, i])
+        ds[f"total_{p}"] = ("boot", total[:, i])
+    lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+    # Intervals carry the decomposition's own variable names with a `bound`
+    # dimension, so `mics.model.summarize(model.decompose(), out)`
+    # reports them; the draws stay available with a `_draws` suffix.
+    bounds = ds.quantile([lo, hi], dim="boot").rename(quantile="bound")
+    out = bounds.assign_coords(bound=["low", "high"])
+    out = xr.merge([out, ds.rename({k: f"{k}_draws" for k in ds.data_vars})])
+    out.attrs.update(
+        confidence=confidence,
+        n_boot=n_boot,
+        block_length=-1 if block_length is None else block_length,
+        resampling="block" if groups is None else "trial",
+    )
+    return out
