@@ -42,7 +42,7 @@ __all__ = [
 
 # Subpackages loaded on first use, so `import mics` stays light (matplotlib and
 # dask are imported only by the modules that need them).
-_LAZY = ("core", "data", "datasets", "estimators", "model", "plotting", "simulation", "workflows")
+_LAZY = ("core", "data", "datasets", "model", "plotting", "workflows")
 
 
 def __getattr__(name):

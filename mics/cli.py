@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +149,7 @@ def _figures(model, Zd, test, boot):
 def _demo(args):
     import mics
     from mics.model.decomposition import format_decomposition, summarize
+    from mics.report import format_p_value
     from mics.simulation.recovery import factor_match_score, relative_tensor_error
 
     out = Path(args.output)
@@ -194,23 +196,26 @@ def _demo(args):
         f"  relative tensor error = {relative_tensor_error(truth, model):.3f}",
         "",
     ]
-    saved = model.to_netcdf(out / "model.nc")
+    saved = Path(model.to_netcdf(out / "model.nc")).resolve()
     t0 = time.perf_counter()
     test, boot = _inference(model, X, Y, Z, args)
+    files = []
     if test is not None:
         lines += [
             f"modulation test (circular null, {args.permutations} permutations): "
-            f"statistic = {test.statistic:.4f}, p = {test.p_value:.3g} "
-            f"(smallest possible {1 / (args.permutations + 1):.2g})",
+            f"statistic = {test.statistic:.4f}, "
+            f"{format_p_value(test.p_value, test.null_distribution.size)}",
         ]
+        files.append(_write_test(out / MODULATION_TEST_CSV, test).name)
     if test is not None or boot is not None:
         lines += [f"  inference in {time.perf_counter() - t0:.2f} s", ""]
     if model.n_channels_:
         dec = model.decompose()
         lines += [format_decomposition(dec), "", summarize(dec, intervals=boot), ""]
-    lines.append(f"fitted model saved to {saved.name} (reopen with mics.load)")
+    lines.append(f"fitted model saved to {saved} (reopen with mics.load)")
     text = "\n".join(lines)
     print(text)
+    index = None
     try:
         import matplotlib
 
@@ -218,26 +223,90 @@ def _demo(args):
         from mics.report import write_report
 
         figs = _figures(model, Zd, test, boot)
-        index = write_report(out, text, figs, title="mics demo report")
-        print(
-            f"report written to {out.resolve()}/ (open {index.name}; summary.txt, "
-            f"{', '.join(f.filename for f in figs)})"
-        )
+        index = write_report(out, text, figs, title="mics demo report").resolve()
+        files = ["summary.txt", *files, *(f.filename for f in figs)]
     except ImportError as err:  # plotting is optional for the summary
         (out / "summary.txt").write_text(text)
+        files = ["summary.txt", *files]
         print(f"figures skipped: {err}")
-    return 0
+    folder = out.resolve()
+    print(f"report folder: {folder}")
+    if index is not None:
+        print(f"report page:   {index}")
+    print(f"model file:    {saved}")
+    print(f"  also in the folder: {', '.join(files)}")
+    return DemoRun(model=model, test=test, folder=folder, index=index, model_file=saved)
 
 
-def main(argv=None):
-    """Entry point of the ``mics`` command."""
-    parser = argparse.ArgumentParser(prog="mics", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="simulate, fit and report (the main job)")
-    demo.add_argument("--samples", type=int, default=2000)
-    demo.add_argument("--source", type=int, default=60)
-    demo.add_argument("--target", type=int, default=40)
-    demo.add_argument("--seed", type=int, default=0)
+#: File of the report folder that holds the modulation test's statistics.
+MODULATION_TEST_CSV = "modulation_test.csv"
+
+
+def _write_test(path, test):
+    """The observed statistic and every null statistic, at full precision, as CSV."""
+    rows = [
+        "# circular-shift modulation test: p = (1 + #{null >= observed}) / (1 + permutations)",
+        "kind,shift,statistic",
+        f"observed,0,{float(test.statistic)!r}",
+    ]
+    shifts = np.asarray(test.shifts)
+    for i, value in enumerate(np.asarray(test.null_distribution, dtype=float)):
+        shift = int(shifts[i]) if i < shifts.size else ""
+        rows.append(f"null,{shift},{float(value)!r}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@dataclass
+class DemoRun:
+    """What one ``mics demo`` run produced (the paths are absolute)."""
+
+    model: object
+    test: object
+    folder: Path
+    index: Path | None
+    model_file: Path
+
+
+class _SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser that rejects unknown flags itself, with its own usage line.
+
+    By default argparse hands a subcommand's unknown arguments back to the top-level
+    parser, whose error then shows the top-level usage instead of the subcommand's.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+def _parser():
+    """The ``mics`` argument parser, with every option's default in its help."""
+    import mics
+
+    formatter = argparse.ArgumentDefaultsHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="mics", description=__doc__.replace("``", ""), formatter_class=formatter
+    )
+    parser.add_argument("--version", action="version", version=f"mics {mics.__version__}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_SubcommandParser
+    )
+    demo = sub.add_parser(
+        "demo",
+        help="simulate, fit and report (the main job)",
+        description="Simulate a source/target/modulator recording with two planted channels, "
+        "fit MICs, test the modulation, bootstrap the decomposition and write a report folder.",
+        formatter_class=formatter,
+    )
+    demo.add_argument("--samples", type=int, default=2000, help="time samples to simulate")
+    demo.add_argument("--source", type=int, default=60, help="simulated source neurons")
+    demo.add_argument("--target", type=int, default=40, help="simulated target neurons")
+    demo.add_argument(
+        "--seed", type=int, default=0, help="random seed of the simulation, fit and tests"
+    )
     demo.add_argument(
         "--select",
         action=argparse.BooleanOptionalAction,
@@ -253,10 +322,20 @@ def main(argv=None):
     demo.add_argument(
         "--boot", type=int, default=10, help="bootstrap resamples of the decomposition (0 skips)"
     )
-    demo.add_argument("--output", default="mics_report")
-    args = parser.parse_args(argv)
+    demo.add_argument(
+        "--output",
+        default="mics_report",
+        help="report folder (summary, figures, index.html, model.nc); created if missing",
+    )
+    return parser
+
+
+def main(argv=None):
+    """Entry point of the ``mics`` command."""
+    args = _parser().parse_args(argv)
     np.set_printoptions(precision=3, suppress=True)
-    return _demo(args)
+    _demo(args)
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,7 +6,9 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ReportFigure", "write_report"]
+from mics.workflows.inference import format_p_value
+
+__all__ = ["ReportFigure", "format_p_value", "write_report"]
 
 
 @dataclass

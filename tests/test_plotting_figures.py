@@ -117,7 +117,7 @@ def test_null_distribution_histogram_and_observed():
     lo, hi = ax.get_xlim()
     assert lo < null.min() and hi > 0.05  # the observed value is inside the view
     assert "p = 0.01" in ax.get_title() and "circular" in ax.get_title()
-    assert "smallest possible p = 0.01" in ax.get_title()
+    assert "(smallest possible 0.01 with 99 permutations)" in ax.get_title()
     with pytest.raises(ValueError, match="null_distribution"):
         plotting.plot_null_distribution(object())
 

@@ -9,8 +9,8 @@ from scipy import stats
 from mics.core.als import (
     DataOperator,
     MomentOperator,
-    _baseline_path,
     _contract_pair,
+    baseline_path,
     fit_mic_model,
 )
 from mics.core.heldout import heldout_loss
@@ -95,9 +95,9 @@ def test_low_rank_baseline_basis_gives_the_dense_results(path):
     ranks = [0, 1, 3, 9]
     # one rank at a time (the fits' use: only the leading r eigenpairs are
     # computed) and the whole path at once (the rank stage's)
-    single = [_baseline_path(op, [r], 0.0)[0] for r in ranks]
+    single = [baseline_path(op, [r], 0.0)[0] for r in ranks]
     for (B, D, loss, V), (B0, D0, loss0) in zip(
-        single + _baseline_path(op, ranks, 0.0), 2 * _dense_baseline_path(op, ranks), strict=True
+        single + baseline_path(op, ranks, 0.0), 2 * _dense_baseline_path(op, ranks), strict=True
     ):
         r = V.shape[1]
         np.testing.assert_allclose(V.T @ V, np.eye(r), atol=1e-12)

@@ -38,6 +38,7 @@ __all__ = [
     "fit_mic_model",
     "canonical_channels",
     "cp_tensor",
+    "penalties",
 ]
 
 # Sweeps each start runs before the best one is continued to convergence.
@@ -350,10 +351,10 @@ def fit_baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
         ``B`` (p, q), ``D`` (m, q); loss is the squared error plus
         ``alpha_B ||B||^2`` (without the channel penalty).
     """
-    return [(B, D, loss) for B, D, loss, _ in _baseline_path(op, ranks, alpha_B, factors, H_int)]
+    return [(B, D, loss) for B, D, loss, _ in baseline_path(op, ranks, alpha_B, factors, H_int)]
 
 
-def _baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
+def baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
     """:func:`fit_baseline_path`, each solution with its basis ``V_r`` (q, r).
 
     ``B = (B_full V_r) V_r^T`` has orthonormal ``V_r``: the callers that
@@ -560,6 +561,35 @@ class MICFit:
         )
 
 
+def penalties(op, alpha, alpha_channels):
+    """Absolute ridge penalties of a fit from the relative ones (see :class:`mics.MICs`).
+
+    Per-sample variance times the number of parameters a component carries:
+    the penalty grows with dimension (where shrinkage pays, few samples per
+    parameter) but not with the number of samples, so the fit stays
+    consistent as recordings get longer.
+
+    Parameters
+    ----------
+    op : MomentOperator or DataOperator
+        The operator of the (standardised) training data.
+    alpha, alpha_channels : float or None
+        Relative penalties on the baseline and on each channel factor
+        (``alpha_channels=None`` uses ``alpha``).
+
+    Returns
+    -------
+    dict
+        ``alpha_B`` and ``alpha_W`` for :func:`mics.core.fit_mic_model`.
+    """
+    alpha_W = alpha if alpha_channels is None else alpha_channels
+    x_var = np.trace(op.Sxx) / (op.p * op.n)
+    return {
+        "alpha_B": alpha * x_var * (op.p + op.q),
+        "alpha_W": alpha_W * op.interaction_scale / op.n * (op.p + op.q + op.m),
+    }
+
+
 def cp_tensor(weights, A, Bm, C):
     """The modulation tensor ``W = sum_k lambda_k a_k o b_k o c_k`` of CP factors.
 
@@ -684,7 +714,7 @@ def _fit_mic_model(
     op, rank, n_channels, alpha_B, alpha_W, n_init, max_iter, tol, random_state, warm_start=None
 ):
     rng = np.random.default_rng(random_state)
-    B, D, base_loss, basis = _baseline_path(op, [rank], alpha_B)[0]
+    B, D, base_loss, basis = baseline_path(op, [rank], alpha_B)[0]
     p, q, m = op.p, op.q, op.m
     K = n_channels
     if K == 0:
@@ -741,7 +771,7 @@ def _fit_mic_model(
     joint_converged = False
     for _ in range(max_iter):
         prev = history[-1]
-        B, D, joint_loss, basis = _baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0]
+        B, D, joint_loss, basis = baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0]
         chan_penalty = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
         history.append(joint_loss + chan_penalty)
         op.set_baseline(B, D, basis)

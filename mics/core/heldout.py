@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["normalized_squared_error", "one_sem_rule", "heldout_loss", "data_heldout_loss"]
+__all__ = [
+    "normalized_squared_error",
+    "one_sem_rule",
+    "heldout_loss",
+    "data_heldout_loss",
+    "sums_heldout_loss",
+]
 
 
 def normalized_squared_error(Y_true, Y_pred):
@@ -164,3 +170,17 @@ def data_heldout_loss(data, test, cm, B, D, fit):
         )
         pred = pred + (h - hbar) @ fit.target_patterns.T
     return normalized_squared_error(Y, pred)
+
+
+def sums_heldout_loss(sums, B, c):
+    """NSE on a block from its sums, for ``b_hat = a B + c`` (shifted basis)."""
+    n, sa, sb, Saa, Sab, Sbb = sums
+    rss = (
+        np.sum(B * (Saa @ B))
+        - 2 * np.sum(B * Sab)
+        + np.trace(Sbb)
+        + 2 * (sa @ B - sb) @ c
+        + n * c @ c
+    )
+    tss = np.trace(Sbb) - sb @ sb / n
+    return float(rss / tss) if tss > 0 else (np.inf if rss > 0 else 0.0)

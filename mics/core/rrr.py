@@ -133,3 +133,24 @@ def fit_reduced_rank(X, Y, ranks, alpha=0.0):
         coefs.append(B)
         intercepts.append(y_mean - x_mean @ B)
     return coefs, intercepts
+
+
+def _centred_xy(sums):
+    """Centred scatters ``Sxx, Sxy`` and the means' offsets from the shifts."""
+    n, sa, sb, Saa, Sab, _ = sums
+    return Saa - np.outer(sa, sa) / n, Sab - np.outer(sa, sb) / n, sa / n, sb / n
+
+
+def reduced_rank_path_from_sums(sums, ranks, alpha):
+    """:func:`fit_reduced_rank` from sums: coefficients and intercepts in the shifted basis."""
+    n = sums[0]
+    Sxx, Sxy, dx, dy = _centred_xy(sums)
+    # the reference's rule: drop neurons with sample std below sqrt(eps)
+    keep = np.diag(Sxx) / max(n - 1, 1) >= np.finfo(np.float64).eps
+    coefs_kept, _ = reduced_rank_path(Sxx[np.ix_(keep, keep)], Sxy[keep], ranks, alpha=alpha)
+    coefs = []
+    for Bk in coefs_kept:
+        B = np.zeros(Sxy.shape)
+        B[keep] = Bk
+        coefs.append(B)
+    return coefs, [dy - dx @ B for B in coefs]

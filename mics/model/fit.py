@@ -1,4 +1,4 @@
-"""Fitting one configuration: parameter checks, relative penalties, the fit from moments.
+"""Fitting one configuration: parameter checks, the fit of a problem, the fit from moments.
 
 The estimators (:class:`mics.MICs`) are thin classes over these functions;
 the workflows (:mod:`mics.workflows`) call them too, so a test, a bootstrap
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 from sklearn.utils import check_random_state
 
-from mics.core.als import DataOperator, MICFit, MomentOperator, fit_mic_model
+from mics.core.als import DataOperator, MICFit, MomentOperator, fit_mic_model, penalties
 from mics.core.linalg import single_blas_thread
 from mics.core.scales import InputScales, restore_fit
 from mics.core.stats import (
@@ -27,36 +27,7 @@ from mics.core.stats import (
 )
 from mics.data.validation import check_alpha, check_count, check_folds, check_rank
 
-__all__ = ["FitOutcome", "check_params", "fit_from_moments", "fit_problem", "penalties"]
-
-
-def penalties(op, alpha, alpha_channels):
-    """Absolute ridge penalties of a fit from the relative ones (see :class:`mics.MICs`).
-
-    Per-sample variance times the number of parameters a component carries:
-    the penalty grows with dimension (where shrinkage pays, few samples per
-    parameter) but not with the number of samples, so the fit stays
-    consistent as recordings get longer.
-
-    Parameters
-    ----------
-    op : MomentOperator or DataOperator
-        The operator of the (standardised) training data.
-    alpha, alpha_channels : float or None
-        Relative penalties on the baseline and on each channel factor
-        (``alpha_channels=None`` uses ``alpha``).
-
-    Returns
-    -------
-    dict
-        ``alpha_B`` and ``alpha_W`` for :func:`mics.core.fit_mic_model`.
-    """
-    alpha_W = alpha if alpha_channels is None else alpha_channels
-    x_var = np.trace(op.Sxx) / (op.p * op.n)
-    return {
-        "alpha_B": alpha * x_var * (op.p + op.q),
-        "alpha_W": alpha_W * op.interaction_scale / op.n * (op.p + op.q + op.m),
-    }
+__all__ = ["FitOutcome", "check_params", "fit_from_moments", "fit_problem"]
 
 
 def check_params(params, p, q, m):

@@ -15,16 +15,17 @@ from dataclasses import replace
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from mics.core.als import penalties
 from mics.core.heldout import (
     data_heldout_loss,
     heldout_loss,
     normalized_squared_error,
     one_sem_rule,
+    sums_heldout_loss,
 )
 from mics.core.linalg import single_blas_thread
-from mics.core.rrr import fit_reduced_rank
+from mics.core.rrr import fit_reduced_rank, reduced_rank_path_from_sums
 from mics.core.stats import RawLinearMoments
-from mics.model.fit import penalties
 
 __all__ = [
     "cross_validate_reduced_rank",
@@ -82,43 +83,6 @@ def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0, groups=None):
     return summarize_cv(ranks, fold_loss, key="rank")
 
 
-def _centred_xy(sums):
-    """Centred scatters ``Sxx, Sxy`` and the means' offsets from the shifts."""
-    n, sa, sb, Saa, Sab, _ = sums
-    return Saa - np.outer(sa, sa) / n, Sab - np.outer(sa, sb) / n, sa / n, sb / n
-
-
-def _xy_path(sums, ranks, alpha):
-    """:func:`fit_reduced_rank` from sums: coefficients and intercepts in the shifted basis."""
-    from mics.core.rrr import reduced_rank_path
-
-    n = sums[0]
-    Sxx, Sxy, dx, dy = _centred_xy(sums)
-    # the reference's rule: drop neurons with sample std below sqrt(eps)
-    keep = np.diag(Sxx) / max(n - 1, 1) >= np.finfo(np.float64).eps
-    coefs_kept, _ = reduced_rank_path(Sxx[np.ix_(keep, keep)], Sxy[keep], ranks, alpha=alpha)
-    coefs = []
-    for Bk in coefs_kept:
-        B = np.zeros(Sxy.shape)
-        B[keep] = Bk
-        coefs.append(B)
-    return coefs, [dy - dx @ B for B in coefs]
-
-
-def _xy_nse(sums, B, c):
-    """NSE on a block from its sums, for ``b_hat = a B + c`` (shifted basis)."""
-    n, sa, sb, Saa, Sab, Sbb = sums
-    rss = (
-        np.sum(B * (Saa @ B))
-        - 2 * np.sum(B * Sab)
-        + np.trace(Sbb)
-        + 2 * (sa @ B - sb) @ c
-        + n * c @ c
-    )
-    tss = np.trace(Sbb) - sb @ sb / n
-    return float(rss / tss) if tss > 0 else (np.inf if rss > 0 else 0.0)
-
-
 def cross_validate_reduced_rank_sums(total, folds, ranks, alpha=0.0):
     """:func:`cross_validate_reduced_rank` from block sums (chunked inputs).
 
@@ -139,8 +103,10 @@ def cross_validate_reduced_rank_sums(total, folds, ranks, alpha=0.0):
     losses = []
     for test, excl in folds:
         train = tuple(a - b for a, b in zip(total, excl, strict=True))
-        coefs, intercepts = _xy_path(train, ranks, alpha)
-        losses.append([_xy_nse(test, B, c) for B, c in zip(coefs, intercepts, strict=True)])
+        coefs, intercepts = reduced_rank_path_from_sums(train, ranks, alpha)
+        losses.append(
+            [sums_heldout_loss(test, B, c) for B, c in zip(coefs, intercepts, strict=True)]
+        )
     return summarize_cv(ranks, np.asarray(losses).T, key="rank")
 
 
@@ -175,7 +141,7 @@ def cross_validate_rank(problem, ranks, cv, alpha):
     total, folds, (x_shift, y_shift) = problem.xy_fold_sums(problem.splits(cv))
     results = cross_validate_reduced_rank_sums(total, folds, ranks, alpha)
     rank = int(ranks[results["best_index"]])
-    (B,), (c,) = _xy_path(total, [rank], alpha)
+    (B,), (c,) = reduced_rank_path_from_sums(total, [rank], alpha)
     # back from the shifted basis: y - y_shift = (x - x_shift) B + c
     return results, rank, B, y_shift + c - x_shift @ B
 
@@ -231,7 +197,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
     state the task returns ``(losses, new_state)``: it may run in another
     process (a Dask backend), where changes to its argument would be lost.
     """
-    from mics.core.als import DataOperator, MomentOperator, _baseline_path
+    from mics.core.als import DataOperator, MomentOperator, baseline_path
 
     train, test, test_m, excl_m = fold
     state = None if state is None else dict(state)
@@ -247,7 +213,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
             op.__dict__.update(state.get("caches", {}))
     pen = penalties(op, estimator.alpha, estimator.alpha_channels)
     if stage == "rank":
-        baselines = _baseline_path(op, candidates, pen["alpha_B"])
+        baselines = baseline_path(op, candidates, pen["alpha_B"])
         fits = [(B, D, None, V) for B, D, _, V in baselines]
     else:
         previous = None if state is None else state.get("previous")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from mics.model.decomposition import PARTS
-from mics.plotting.model import PART_COLORS, PART_LABELS, _new_axes
+from mics.plotting.model import PART_COLORS, PART_LABELS, new_axes
+from mics.workflows.inference import format_p_value
 
 __all__ = ["plot_null_distribution", "plot_bootstrap_intervals"]
 
@@ -48,7 +49,7 @@ def plot_null_distribution(result, ax=None, bins=None):
     span = np.append(finite, observed)
     if isinstance(bins, (int, np.integer)):
         bins = np.histogram_bin_edges(span, bins=int(bins))
-    ax = _new_axes(ax)
+    ax = new_axes(ax)
     ax.hist(finite, bins=bins, color="0.6", edgecolor="white", label="null fits")
     ax.axvline(observed, color="C3", linewidth=2, label=f"observed = {observed:.3g}")
     low, high = float(bins[0]), float(bins[-1])
@@ -56,11 +57,8 @@ def plot_null_distribution(result, ax=None, bins=None):
     ax.set_xlim(low - pad, high + pad)
     kind = getattr(result, "null", "circular")
     # With n permutations the p-value cannot go below 1 / (n + 1): say so.
-    ax.set_title(
-        f"modulation test, {kind} null: p = {result.p_value:.3g}\n"
-        f"({null.size} permutations; smallest possible p = {1 / (null.size + 1):.2g})",
-        fontsize="medium",
-    )
+    p_text = format_p_value(result.p_value, null.size).replace(" (", "\n(")
+    ax.set_title(f"modulation test, {kind} null: {p_text}", fontsize="medium")
     ax.set_xlabel("best CV improvement of a channel model over K = 0 (NSE)")
     ax.set_ylabel("null fits")
     ax.legend(loc="upper center", fontsize="small")
@@ -106,7 +104,7 @@ def plot_bootstrap_intervals(intervals, model=None, ax=None):
     estimate = _point_estimates(intervals, model)
     x = np.arange(K + 1)
     width = 0.8 / len(PARTS)
-    ax = _new_axes(ax)
+    ax = new_axes(ax)
     for i, part in enumerate(PARTS):
         low = np.append(
             intervals[part].sel(bound="low").values, intervals[f"total_{part}"].sel(bound="low")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mics.plotting.model import _pyplot
+from mics.plotting.model import load_pyplot
 
 __all__ = ["plot_lag_scan"]
 
@@ -30,7 +30,7 @@ def plot_lag_scan(scan, axes=None):
     if "modulation" in scan:
         panels.append(("modulation", "CV modulation gain (NSE)", "C3"))
     if axes is None:
-        _, axes = _pyplot().subplots(
+        _, axes = load_pyplot().subplots(
             1, len(panels), figsize=(4.5 * len(panels), 3.5), squeeze=False, layout="constrained"
         )
         axes = list(axes.ravel())

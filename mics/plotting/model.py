@@ -47,13 +47,13 @@ _CV_KEYS = ("{}", "{}_mean_loss", "{}_sem_loss", "{}_best_index")
 _CV_XLABEL = {"rank": "baseline rank", "n_channels": "number of channels"}
 
 
-def _pyplot():
+def load_pyplot():
     import matplotlib.pyplot as plt
 
     return plt
 
 
-def _require(model, *names):
+def require_fitted(model, *names):
     missing = [name for name in names if not hasattr(model, name)]
     if missing:
         raise ValueError(
@@ -61,9 +61,9 @@ def _require(model, *names):
         )
 
 
-def _new_axes(ax):
+def new_axes(ax):
     if ax is None:
-        _, ax = _pyplot().subplots()
+        _, ax = load_pyplot().subplots()
     return ax
 
 
@@ -95,8 +95,8 @@ def plot_channels(model, fig=None):
     ValueError
         If the model is not fitted or has no channels.
     """
-    _require(model, "channel_weights_", "source_patterns_", "target_patterns_")
-    _require(model, "modulator_patterns_")
+    require_fitted(model, "channel_weights_", "source_patterns_", "target_patterns_")
+    require_fitted(model, "modulator_patterns_")
     weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
     K = weights.size
     if K == 0:
@@ -107,7 +107,7 @@ def plot_channels(model, fig=None):
         ("modulator", np.asarray(model.modulator_patterns_, dtype=float)),
     )
     if fig is None:
-        fig = _pyplot().figure(figsize=(10, 2.2 * K + 0.8), layout="constrained")
+        fig = load_pyplot().figure(figsize=(10, 2.2 * K + 0.8), layout="constrained")
     axes = fig.subplots(K, 3, squeeze=False)
     for j, (name, P) in enumerate(patterns):
         n = P.shape[0]
@@ -198,7 +198,7 @@ def plot_cv_curves(model, axes=None):
             f"(keys: {sorted(results)})."
         )
     if axes is None:
-        _, axes = _pyplot().subplots(
+        _, axes = load_pyplot().subplots(
             1, len(stages), figsize=(4.5 * len(stages), 3.5), squeeze=False, layout="constrained"
         )
         axes = list(axes.ravel())
@@ -271,7 +271,7 @@ def plot_decomposition(model_or_dataset, ax=None):
     K = per_channel[PARTS[0]].size
     labels = [f"channel {k}" for k in range(K)] + ["total"]
     y = np.arange(K + 1)
-    ax = _new_axes(ax)
+    ax = new_axes(ax)
     left = np.zeros(K + 1)
     for part in PARTS:
         widths = np.append(per_channel[part], totals[part])
@@ -310,9 +310,9 @@ def plot_loss_history(model, ax=None):
     ax : matplotlib.axes.Axes
         One line, x = sweep (1, 2, ...), y = ``model.loss_history_``.
     """
-    _require(model, "loss_history_")
+    require_fitted(model, "loss_history_")
     loss = np.asarray(model.loss_history_, dtype=float).reshape(-1)
-    ax = _new_axes(ax)
+    ax = new_axes(ax)
     ax.plot(np.arange(1, loss.size + 1), loss, marker="o", markersize=3)
     ax.set_xlabel("sweep")
     ax.set_ylabel("penalised loss")
@@ -335,8 +335,8 @@ def channel_alignment(model):
         orthonormal bases of the baseline source and target subspaces (1 =
         inside the subspace, 0 = orthogonal to it). Zero when the rank is 0.
     """
-    _require(model, "source_subspace_", "target_subspace_")
-    _require(model, "source_patterns_", "target_patterns_")
+    require_fitted(model, "source_subspace_", "target_subspace_")
+    require_fitted(model, "source_patterns_", "target_patterns_")
     return (
         _alignment(model.source_subspace_, model.source_patterns_),
         _alignment(model.target_subspace_, model.target_patterns_),
@@ -382,12 +382,12 @@ def plot_geometry(model, ax=None):
         One point per channel (a single scatter collection, marker area
         proportional to the channel weight), annotated ``"channel k"``.
     """
-    _require(model, "channel_weights_")
+    require_fitted(model, "channel_weights_")
     x, y = channel_alignment(model)
     weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
     from matplotlib.patches import Rectangle
 
-    ax = _new_axes(ax)
+    ax = new_axes(ax)
     corners = {
         "reshape": (0.75, 0.75),
         "private_source": (0.25, 0.75),
@@ -493,14 +493,14 @@ def plot_modulator_patterns(model, ax=None, n_labels=8):
     axes : list of matplotlib.axes.Axes
         One per channel, titled with the channel index and weight.
     """
-    _require(model, "channel_weights_", "modulator_patterns_")
+    require_fitted(model, "channel_weights_", "modulator_patterns_")
     weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
     C = np.asarray(model.modulator_patterns_, dtype=float)
     K = weights.size
     if K == 0:
         raise ValueError("the model has no modulation channels to plot.")
     if ax is None:
-        _, axes = _pyplot().subplots(
+        _, axes = load_pyplot().subplots(
             K, 1, figsize=(8, 2.4 * K), squeeze=False, layout="constrained"
         )
         axes = list(axes[:, 0])

@@ -14,14 +14,14 @@ from scipy import linalg
 
 from mics.model.decomposition import modulator_percentiles, state_conditioned_subspaces
 from mics.plotting._names import MAX_NAMED_TICKS, fitted_names, names_or_default
-from mics.plotting.model import _pyplot, _require
+from mics.plotting.model import load_pyplot, require_fitted
 
 __all__ = ["plot_state_communication", "plot_channel_gain", "state_angles"]
 
 
 def _modulator_data(model, Z):
     """Z as a (T, m) array matching the fitted modulators, and the modulator names."""
-    _require(model, "modulator_mean_", "modulator_patterns_", "channel_weights_")
+    require_fitted(model, "modulator_mean_", "modulator_patterns_", "channel_weights_")
     m = np.asarray(model.modulator_mean_).reshape(-1).size
     if m == 0:
         raise ValueError("the model was fitted without a modulator: there is no state to vary.")
@@ -139,7 +139,7 @@ def plot_state_communication(model, Z, modulators=None, percentiles=(10, 90), ra
     rows = _select(names, modulators)
     source_names = fitted_names(model, "source")
     target_names = fitted_names(model, "target")
-    plt = _pyplot()
+    plt = load_pyplot()
     fig, axes = plt.subplots(
         len(rows),
         3,
@@ -225,7 +225,7 @@ def plot_channel_gain(model, Z, axes=None, percentiles=(1, 99), n_points=50):
     C = np.asarray(model.modulator_patterns_, dtype=float).reshape(len(names), -1)
     mean = np.asarray(model.modulator_mean_, dtype=float).reshape(-1)
     if axes is None:
-        _, axes = _pyplot().subplots(
+        _, axes = load_pyplot().subplots(
             1,
             len(names),
             figsize=(4.2 * len(names), 3.4),

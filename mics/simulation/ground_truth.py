@@ -306,12 +306,12 @@ def simulate(
     channels can be rotated into one another); a warning says so whenever
     Kruskal's generic uniqueness condition fails.
     """
-    T = _check_int(n_samples, "n_samples", minimum=2)
-    p = _check_int(n_source, "n_source", minimum=1)
-    q = _check_int(n_target, "n_target", minimum=1)
-    m = _check_int(n_modulators, "n_modulators", minimum=1)
-    r = _check_int(rank, "rank", minimum=0)
-    K = _check_int(n_channels, "n_channels", minimum=0)
+    T = check_int(n_samples, "n_samples", minimum=2)
+    p = check_int(n_source, "n_source", minimum=1)
+    q = check_int(n_target, "n_target", minimum=1)
+    m = check_int(n_modulators, "n_modulators", minimum=1)
+    r = check_int(rank, "rank", minimum=0)
+    K = check_int(n_channels, "n_channels", minimum=0)
     if r > min(p, q):
         raise ValueError(f"rank={r} exceeds min(n_source, n_target) = {min(p, q)}.")
     if min(p, q) < K:
@@ -323,8 +323,8 @@ def simulate(
     _check_snr(baseline_snr, "baseline_snr", required=r > 0, what="rank > 0")
     _check_snr(modulation_snr, "modulation_snr", required=K > 0, what="n_channels > 0")
     _check_snr(additive_snr, "additive_snr", required=False, what="")
-    rho_x = _check_autocorr(source_autocorr, "source_autocorr")
-    rho_z = _check_autocorr(modulator_autocorr, "modulator_autocorr")
+    rho_x = check_autocorr(source_autocorr, "source_autocorr")
+    rho_z = check_autocorr(modulator_autocorr, "modulator_autocorr")
     if modulator_kind not in MODULATOR_KINDS:
         raise ValueError(
             f"modulator_kind={modulator_kind!r} is not one of {list(MODULATOR_KINDS)}."
@@ -332,13 +332,13 @@ def simulate(
     if modulator_kind == "locomotion" and rho_z < 0:
         raise ValueError("running bouts need modulator_autocorr >= 0.")
     if source_dim is not None:
-        source_dim = _check_int(source_dim, "source_dim", minimum=1)
+        source_dim = check_int(source_dim, "source_dim", minimum=1)
         if source_dim > p:
             raise ValueError(f"source_dim={source_dim} exceeds n_source={p}.")
     calcium = _check_calcium(calcium)
     if n_gating is None:
         n_gating = min(m, max(K, 3, m // 4)) if modulator_kind == "population" else m
-    n_gating = _check_int(n_gating, "n_gating", minimum=1)
+    n_gating = check_int(n_gating, "n_gating", minimum=1)
     if n_gating > m:
         raise ValueError(f"n_gating={n_gating} exceeds n_modulators={m}.")
     _warn_if_not_identifiable(K, p, q, m)
@@ -413,7 +413,7 @@ def simulate(
 # --------------------------------------------------------------------- checks
 
 
-def _check_int(value, name, minimum):
+def check_int(value, name, minimum):
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
     return int(value)
@@ -428,7 +428,7 @@ def _check_snr(value, name, required, what):
         )
 
 
-def _check_autocorr(value, name):
+def check_autocorr(value, name):
     if not isinstance(value, numbers.Real) or not -1.0 < value < 1.0:
         raise ValueError(f"{name} must lie in (-1, 1), got {value!r}.")
     return float(value)
@@ -545,7 +545,7 @@ def _snr_scale(signal_part, snr):
 # ----------------------------------------------------------------------- data
 
 
-def _ar1(rng, n_samples, n_series, coef):
+def ar1_series(rng, n_samples, n_series, coef):
     """Stationary AR(1) processes with unit variance and lag-1 autocorrelation `coef`."""
     innovations = rng.standard_normal((n_samples, n_series))
     start = rng.standard_normal((1, n_series))
@@ -559,8 +559,8 @@ def _ar1(rng, n_samples, n_series, coef):
 def _latent_population(rng, n_samples, loadings, coef):
     """Low-dimensional shared latent plus private noise (each half the variance)."""
     n_neurons, dim = loadings.shape
-    latent = _ar1(rng, n_samples, dim, coef)
-    private = _ar1(rng, n_samples, n_neurons, coef)
+    latent = ar1_series(rng, n_samples, dim, coef)
+    private = ar1_series(rng, n_samples, n_neurons, coef)
     return (
         np.sqrt(_SHARED_FRACTION) * latent @ loadings.T + np.sqrt(1.0 - _SHARED_FRACTION) * private
     )
@@ -568,13 +568,13 @@ def _latent_population(rng, n_samples, loadings, coef):
 
 def _simulate_source(rng, n_samples, n_source, loadings, coef):
     if loadings is None:
-        return _ar1(rng, n_samples, n_source, coef)
+        return ar1_series(rng, n_samples, n_source, coef)
     return _latent_population(rng, n_samples, loadings, coef)
 
 
 def _simulate_modulator(rng, n_samples, m, kind, coef):
     if kind == "gaussian":
-        return _ar1(rng, n_samples, m, coef)
+        return ar1_series(rng, n_samples, m, coef)
     if kind == "population":
         dim = min(m, 3)
         loadings = rng.standard_normal((m, dim)) / np.sqrt(dim)
@@ -604,13 +604,13 @@ def _locomotion(rng, n_samples, m, coef):
     columns = [running]
     if m > 1:
         # Speed ramps up and down around bout edges and fluctuates within a bout.
-        vigour = np.exp(0.3 * _ar1(rng, n_samples, 1, 0.95)[:, 0])
+        vigour = np.exp(0.3 * ar1_series(rng, n_samples, 1, 0.95)[:, 0])
         speed = signal.lfilter([0.2], [1.0, -0.8], running * vigour)
         columns.append(speed)
     for _ in range(2, m):
         # Pupil-like: a slow low-pass of running plus its own slow fluctuations.
         pupil = signal.lfilter([0.05], [1.0, -0.95], running) / occupancy
-        columns.append(pupil + 0.5 * _ar1(rng, n_samples, 1, 0.95)[:, 0])
+        columns.append(pupil + 0.5 * ar1_series(rng, n_samples, 1, 0.95)[:, 0])
     return np.column_stack(columns)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from mics.simulation.ground_truth import _ar1, _check_autocorr, _check_int, simulate
+from mics.simulation.ground_truth import ar1_series, check_autocorr, check_int, simulate
 
 __all__ = ["simulate_trials"]
 
@@ -30,7 +30,7 @@ _RISE = 3.0
 
 def _within_trials(rng, n_trials, n_per_trial, n_series, coef):
     """AR(1) series restarted (from a stationary draw) at every trial: (T, n_series)."""
-    x = _ar1(rng, n_per_trial, n_trials * n_series, coef)  # (L, n_trials * n)
+    x = ar1_series(rng, n_per_trial, n_trials * n_series, coef)  # (L, n_trials * n)
     return x.reshape(n_per_trial, n_trials, n_series).transpose(1, 0, 2).reshape(-1, n_series)
 
 
@@ -119,10 +119,10 @@ def simulate_trials(
     """
     import xarray as xr
 
-    n_trials = _check_int(n_trials, "n_trials", minimum=2)
-    L = _check_int(n_samples_per_trial, "n_samples_per_trial", minimum=2)
-    C = _check_int(n_conditions, "n_conditions", minimum=1)
-    rho = _check_autocorr(autocorr, "autocorr")
+    n_trials = check_int(n_trials, "n_trials", minimum=2)
+    L = check_int(n_samples_per_trial, "n_samples_per_trial", minimum=2)
+    C = check_int(n_conditions, "n_conditions", minimum=1)
+    rho = check_autocorr(autocorr, "autocorr")
     if not np.isfinite(stimulus_strength) or stimulus_strength < 0:
         raise ValueError(f"stimulus_strength must be >= 0, got {stimulus_strength!r}.")
     rng = check_random_state(random_state)

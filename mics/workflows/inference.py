@@ -26,7 +26,7 @@ from mics.data.validation import check_count, check_fraction
 from mics.model.decomposition import decompose
 from mics.model.fit import fit_problem
 
-__all__ = ["ModulationTest", "test_modulation", "bootstrap_channels"]
+__all__ = ["ModulationTest", "test_modulation", "bootstrap_channels", "format_p_value"]
 
 
 @dataclass
@@ -73,6 +73,38 @@ class ModulationTest:
             f"n_channels={self.n_channels}, n_permutations={self.null_distribution.size}, "
             f"null={self.null!r})"
         )
+
+
+def format_p_value(p_value, n_permutations):
+    """A Monte Carlo p-value and its floor, both to 3 significant digits.
+
+    With ``n`` permutations the p-value ``(1 + #{null >= observed}) / (1 + n)``
+    cannot go below ``1 / (n + 1)``; every p-value the command line and the
+    report print goes through this function, so the two numbers always share
+    one rounding.
+
+    Parameters
+    ----------
+    p_value : float
+    n_permutations : int
+        Permutations the null was drawn from (``>= 1``).
+
+    Returns
+    -------
+    text : str
+        For example ``"p = 0.167 (smallest possible 0.167 with 5 permutations)"``.
+
+    Examples
+    --------
+    >>> format_p_value(0.05, 19)
+    'p = 0.05 (smallest possible 0.05 with 19 permutations)'
+    """
+    n = int(n_permutations)
+    if n < 1:
+        raise ValueError(f"n_permutations must be at least 1, got {n_permutations!r}.")
+    floor = 1 / (n + 1)
+    noun = "permutation" if n == 1 else "permutations"
+    return f"p = {float(p_value):.3g} (smallest possible {floor:.3g} with {n} {noun})"
 
 
 def _gain_params(estimator, **changes):

@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import clone
 from tqdm import tqdm
 
 from mics.data.folds import groups_from_labels, shift_within_trials
 from mics.data.labels import unwrap
+from mics.data.problem import make_problem
+from mics.model.fit import fit_problem
 from mics.model.selection import cross_validate_reduced_rank
+from mics.workflows.inference import best_gain
 
 __all__ = ["lag_scan"]
 
@@ -35,14 +37,15 @@ def _common_rows(arrays, lags, codes):
 
 def _modulation_gain(estimator, X, Y, Z, groups):
     """Best CV improvement of a channel model over K = 0, its fold SEM and the K chosen."""
-    model = clone(estimator).set_params(n_channels=None, verbose=0)
-    model.fit(X, Y, Z, groups=groups)
-    res = model.cv_results_
+    params = {**estimator.get_params(deep=False), "n_channels": None, "verbose": 0}
+    # the selection alone: the statistic needs no fit on all samples
+    outcome = fit_problem(params, make_problem(X, Y, Z, groups=groups), cv_only=True)
+    res = outcome.cv_results
     fold = np.asarray(res["n_channels_fold_loss"])  # (n_K, n_folds)
     best = 1 + int(np.argmin(res["n_channels_mean_loss"][1:]))
     diff = fold[0] - fold[best]
     sem = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else 0.0
-    return float(diff.mean()), float(sem), int(model.n_channels_)
+    return best_gain(res), float(sem), int(outcome.n_channels)
 
 
 def lag_scan(
