@@ -544,3 +544,66 @@ def test_summary_says_when_nothing_dominates():
     assert summarize(ds).startswith(
         "No single kind of modulation dominates; the largest is reshape: 3"
     )
+
+
+def test_decompose_matches_a_hand_computation_on_a_tiny_model():
+    """decompose() against numbers worked out by hand, not against decompose_channels.
+
+    p = q = m = 2, r = 1, U = V = e1. Channel 0: a = e1 (inside), b = e2 (outside),
+    so it is all private_target. Channel 1: a = (0.6, 0.8), b = (0.8, 0.6): the
+    source pattern has 0.36 of its energy in span(U), the target pattern 0.64 in
+    span(V). Modulator patterns e1, e2 with modulators' s.d. 2 and 0.5, so per s.d.
+    the channels weigh 1.5 * 2 = 3 and 1.0 * 0.5 = 0.5, energies 9 and 0.25; the
+    modulator patterns are orthogonal, so the whole-tensor energies add by channel.
+    """
+    e1, e2 = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    model = SimpleNamespace(
+        source_subspace_=e1[:, None],
+        target_subspace_=e1[:, None],
+        source_patterns_=np.column_stack([e1, [0.6, 0.8]]),
+        target_patterns_=np.column_stack([e2, [0.8, 0.6]]),
+        channel_weights_=np.array([1.5, 1.0]),
+        modulator_patterns_=np.column_stack([e1, e2]),
+        modulator_scale_=np.array([2.0, 0.5]),
+    )
+    ds = decompose(model)
+    hand = {  # channel 1: source in 0.36 / out 0.64, target in 0.64 / out 0.36
+        "reshape": [0.0, 0.36 * 0.64],
+        "private_source": [0.0, 0.64 * 0.64],
+        "private_target": [1.0, 0.36 * 0.36],
+        "new": [0.0, 0.64 * 0.36],
+    }
+    for part, values in hand.items():
+        assert_allclose(ds[part].values, values, rtol=0, atol=1e-15)
+        total = (9.0 * values[0] + 0.25 * values[1]) / 9.25
+        assert float(ds[f"total_{part}"]) == pytest.approx(total, rel=1e-14)
+        assert float(ds[f"energy_{part}"]) == pytest.approx(9.25 * total, rel=1e-14)
+    assert_allclose(ds.source_alignment.values, [1.0, 0.36], atol=1e-15)
+    assert_allclose(ds.target_alignment.values, [0.0, 0.64], atol=1e-15)
+    assert_allclose(ds.channel_weight.values, [1.5, 1.0])  # the model's own weights
+
+    # Overlapping modulator patterns add coherently: with c = e1 for both channels
+    # (and no rescaling) the dense tensor W is formed and each of its four parts
+    # projected explicitly with P_S = P_T = e1 e1^T and the complements.
+    model.modulator_patterns_ = np.column_stack([e1, e1])
+    del model.modulator_scale_
+    ds = decompose(model)
+    W = np.einsum(
+        "k,ik,jk,lk->ijl",
+        model.channel_weights_,
+        model.source_patterns_,
+        model.target_patterns_,
+        model.modulator_patterns_,
+    )
+    P_in, P_out = np.diag([1.0, 0.0]), np.diag([0.0, 1.0])
+    side = {True: P_in, False: P_out}
+    sides = {
+        "reshape": (True, True),
+        "private_source": (False, True),
+        "private_target": (True, False),
+        "new": (False, False),
+    }
+    for part, (s, t) in sides.items():
+        energy = np.sum(np.einsum("ai,bj,ijl->abl", side[s], side[t], W) ** 2)
+        assert float(ds[f"energy_{part}"]) == pytest.approx(energy, rel=1e-12, abs=1e-15)
+        assert float(ds[f"total_{part}"]) == pytest.approx(energy / np.sum(W**2), abs=1e-14)

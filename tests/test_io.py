@@ -36,6 +36,7 @@ def _write_suite2p(folder, n_rois=6, n_frames=50, ops=None):
     return F, iscell
 
 
+@pytest.mark.shared_data
 def test_real_suite2p_folder_loads_with_labels(data_dir):
     folder = data_dir / "suite2p_pynapple"
     ds = mics.io.load_suite2p(folder, fs=30.0)
@@ -56,6 +57,7 @@ def test_real_suite2p_folder_loads_with_labels(data_dir):
     assert cells.sizes["neuron"] == int(iscell[:, 0].sum())
 
 
+@pytest.mark.shared_data
 def test_real_suite2p_folder_without_rate_says_how_to_give_one(data_dir):
     with pytest.raises(ValueError, match=r"fs=30\.0"):
         mics.io.load_suite2p(data_dir / "suite2p_pynapple")
@@ -372,6 +374,7 @@ def test_caiman_bad_files(tmp_path):
 PARK = "park2024/230803_mrcuts24_fov1_grat-000_data.mat"
 
 
+@pytest.mark.shared_data
 def test_park2024_loads_into_a_labelled_dataset(data_dir):
     ds = mics.io.load_park2024(data_dir / PARK)
     assert ds.sizes == {"time": 128 * 49, "neuron": 28}
@@ -415,7 +418,8 @@ def test_park2024_bad_files(tmp_path):
 @pytest.mark.parametrize("fmt", ["netcdf", "zarr"])
 def test_loader_output_round_trips_through_netcdf_and_zarr(tmp_path, nwb_file, fmt):
     _write_suite2p(tmp_path / "plane0", ops={"fs": 12.0})
-    for ds in (mics.io.load_suite2p(tmp_path / "plane0"), mics.io.load_nwb(nwb_file[0])):
+    path, truth = nwb_file
+    for ds in (mics.io.load_suite2p(tmp_path / "plane0"), mics.io.load_nwb(path)):
         target = tmp_path / f"{ds.attrs['loader']}.{fmt}"
         if fmt == "netcdf":
             ds.to_netcdf(target)
@@ -425,7 +429,19 @@ def test_loader_output_round_trips_through_netcdf_and_zarr(tmp_path, nwb_file, f
             back = xr.open_zarr(target).load()
         # Values, coordinates (bool iscell, string neuron ids) and attributes all survive.
         xr.testing.assert_identical(back, ds)
-        assert back.iscell.dtype == bool if "iscell" in back.coords else True
+        if ds.attrs["loader"] == "mics.io.load_suite2p":
+            assert back.iscell.dtype == bool
+            np.testing.assert_array_equal(back.iscell.values, [False, True] * 3)
+        else:
+            # string labels come back as unicode (not bytes/object), and the
+            # activity read back is the one written to the NWB file
+            for name in ("neuron", "area", "population", "imaging_plane"):
+                assert back[name].dtype.kind == "U", name
+            assert list(back.area.values) == ["PFC"] * 4 + ["V1"] * 3
+            np.testing.assert_array_equal(back.neuron.values[[0, 4]], ["rois_PFC/0", "rois_V1/0"])
+            np.testing.assert_allclose(
+                back.activity.values, np.column_stack([truth["PFC"], truth["V1"]])
+            )
 
 
 def test_data_dir_reads_the_environment(monkeypatch, tmp_path):

@@ -26,11 +26,17 @@ def fitted(data):
 
 def test_recovers_channels_and_tensor(data, fitted):
     *_, truth = data
+    # Tolerances from the measured errors (this data set, seed 0; in brackets the
+    # range over make_mic_data seeds 0-7, same fit): factor match 0.9948
+    # [0.9941-0.9960]; tensor error 0.090 [0.079-0.090]; channel weights off by
+    # 0.41% and 0.56% [max 2.1%]. The bounds are about 3x the seed-0 error
+    # (1 - match, weights), and for the tensor error, which hardly varies with the
+    # data (noise-limited), 1.33x: a fit a third worse than this one fails.
     scores = factor_match(truth, fitted)
-    assert scores.min() >= 0.97, scores
-    assert tensor_error(truth, fitted) <= 0.25
-    np.testing.assert_allclose(fitted.channel_weights_, truth["weights"], rtol=0.1)
-    # baseline subspace recovered too
+    assert scores.min() >= 0.985, scores
+    assert tensor_error(truth, fitted) <= 0.12
+    np.testing.assert_allclose(fitted.channel_weights_, truth["weights"], rtol=0.02)
+    # baseline subspace recovered too (measured min cosine 0.983 [0.981-0.988])
     cos = np.linalg.svd(truth["U"].T @ fitted.source_subspace_, compute_uv=False)
     assert cos.min() > 0.95
 

@@ -60,8 +60,23 @@ def test_plot_channels_stems_equal_patterns(model):
 
 def test_plot_channels_uses_given_figure(model):
     fig = plt.figure()
+    n_figures = len(plt.get_fignums())
     assert plotting.plot_channels(model, fig=fig) is fig
-    assert len(fig.axes) == 3 * model.channel_weights_.size
+    assert len(plt.get_fignums()) == n_figures  # drawn into fig, no new figure
+    K = model.channel_weights_.size
+    assert len(fig.axes) == 3 * K
+    # the given figure holds the model's patterns, channel by channel
+    axes = np.array(fig.axes).reshape(K, 3)
+    for k in range(K):
+        src, tgt, mod = axes[k]
+        np.testing.assert_allclose(
+            src.containers[0].markerline.get_ydata(), model.source_patterns_[:, k]
+        )
+        np.testing.assert_allclose(
+            tgt.containers[0].markerline.get_ydata(), model.target_patterns_[:, k]
+        )
+        heights = [bar.get_height() for bar in mod.containers[0]]
+        np.testing.assert_allclose(heights, model.modulator_patterns_[:, k])
 
 
 def test_plot_decomposition_bars_match_fractions(model):
@@ -175,7 +190,19 @@ def test_plot_cv_curves_errors(model, cv_model):
 
 def test_no_show_called(model, monkeypatch):
     monkeypatch.setattr(plt, "show", lambda *a, **k: pytest.fail("plt.show called"))
-    plotting.plot_channels(model)
-    plotting.plot_decomposition(model)
-    plotting.plot_loss_history(model)
-    plotting.plot_geometry(model)
+    # each call returns its (unshown) figure with the model's numbers drawn in it
+    fig = plotting.plot_channels(model)
+    stem = fig.axes[0].containers[0].markerline
+    np.testing.assert_allclose(stem.get_ydata(), model.source_patterns_[:, 0])
+    ax = plotting.plot_decomposition(model)
+    widths = [patch.get_width() for patch in ax.containers[0].patches]
+    ds = model.decompose()
+    np.testing.assert_allclose(widths[:-1], ds[PARTS[0]].values)
+    np.testing.assert_allclose(widths[-1], float(ds[f"total_{PARTS[0]}"]))
+    ax = plotting.plot_loss_history(model)
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), model.loss_history_)
+    ax = plotting.plot_geometry(model)
+    (points,) = [c for c in ax.collections if isinstance(c, PathCollection)]
+    np.testing.assert_allclose(points.get_offsets()[:, 0], ds["source_alignment"].values)
+    np.testing.assert_allclose(points.get_offsets()[:, 1], ds["target_alignment"].values)
+    assert len(plt.get_fignums()) == 4  # one figure per call, none closed by show()

@@ -103,6 +103,7 @@ def test_dff_refuses_non_positive_baseline_and_names_the_neurons():
         delta_f_over_f(F + 100, fs=10.0, method="median")
 
 
+@pytest.mark.shared_data
 def test_dff_on_the_real_suite2p_traces_flags_empty_rois(data_dir):
     import mics.io
 
@@ -213,6 +214,19 @@ def test_non_overlapping_clocks_are_refused():
 
 def test_no_warning_when_nothing_is_missing():
     frames = np.arange(20) / 10.0
+    # 20 Hz behaviour, offset so that no sample sits on a frame-bin edge (halfway
+    # between frames), linear in time: each frame gets the mean of its samples.
+    bt = 0.0125 + np.arange(40) / 20.0
+    values = 3.0 + 2.0 * bt
+    beh = xr.DataArray(values, dims="time", coords={"time": bt}, name="speed")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        align_to_frames(np.arange(40.0), frames, behaviour_times=np.arange(40) / 20.0)
+        out = align_to_frames(values, frames, behaviour_times=bt)
+        labelled = align_to_frames(beh, frames)
+    expected = [values[np.abs(bt - f) < 0.05].mean() for f in frames]
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
+    # two samples per frame, centred 12.5 ms early; the first frame has only one
+    np.testing.assert_allclose(out[1:], 3.0 + 2.0 * (frames[1:] - 0.0125), atol=1e-12)
+    assert out[0] == pytest.approx(3.0 + 2.0 * 0.0125)
+    np.testing.assert_array_equal(labelled.values, out)
+    assert labelled.attrs["n_missing_frames"] == 0 and labelled.attrs["alignment"] == "mean"

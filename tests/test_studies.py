@@ -75,6 +75,17 @@ def _check_tests_table(tests, stop=None):
     assert set(tests.analysis) == {"real", "control"}
 
 
+def _check_png(path):
+    """A real picture: a PNG of a figure's size, not blank (several colours drawn)."""
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    from matplotlib import image
+
+    img = image.imread(path)
+    assert img.ndim == 3 and img.shape[0] >= 200 and img.shape[1] >= 200, img.shape
+    assert img[..., :3].std() > 0.01  # a blank (single-colour) canvas has 0
+    assert len(np.unique(img[..., :3].reshape(-1, 3), axis=0)) > 10
+
+
 def _check_decomposition(decomp, keys):
     totals = decomp.groupby(keys).fraction.sum()
     np.testing.assert_allclose(totals, 1.0, atol=1e-8)
@@ -82,6 +93,7 @@ def _check_decomposition(decomp, keys):
 
 
 @pytest.mark.slow
+@pytest.mark.shared_data
 def test_park_study_end_to_end(data_dir, tmp_path):
     import park2024_state_gating as park
 
@@ -115,12 +127,17 @@ def test_park_study_end_to_end(data_dir, tmp_path):
     assert s.loc["real_vs_control_fisher_p", "value"] == pytest.approx(fisher.pvalue)
     for name in ("tests.csv", "splits.csv", "sessions.csv", "summary.csv", "README.md"):
         assert (tmp_path / name).stat().st_size > 0
-    assert (tmp_path / "park2024.png").read_bytes()[:4] == b"\x89PNG"
+    _check_png(tmp_path / "park2024.png")
+    # the CSVs hold the numbers the study returned
+    written = pd.read_csv(tmp_path / "tests.csv")
+    np.testing.assert_allclose(written.p_value, tests.p_value.to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(written.statistic, tests.statistic.to_numpy(), rtol=1e-9)
     info = pd.read_csv(tmp_path / "sessions.csv")
     assert list(info.n_trials) == [128, 128]
 
 
 @pytest.mark.slow
+@pytest.mark.shared_data
 def test_semedo_study_end_to_end(data_dir, tmp_path):
     import semedo2019_third_population as semedo
 
@@ -143,7 +160,11 @@ def test_semedo_study_end_to_end(data_dir, tmp_path):
     rank = subs[subs.selected].set_index("target")["rank"]
     assert (rank["V2"], rank["V1"]) == (2, 5)
     assert np.all(subs.groupby("target").selected.sum() == 1)
-    assert (tmp_path / "semedo2019.png").read_bytes()[:4] == b"\x89PNG"
+    _check_png(tmp_path / "semedo2019.png")
+    written = pd.read_csv(tmp_path / "tests.csv")
+    np.testing.assert_allclose(written.p_value, tests.p_value.to_numpy(), rtol=1e-12)
+    chosen = pd.read_csv(tmp_path / "subspaces.csv").query("selected").set_index("target")
+    assert (chosen.loc["V2", "rank"], chosen.loc["V1", "rank"]) == (2, 5)
 
 
 def test_semedo_controls_keep_trials_whole():
