@@ -1,10 +1,15 @@
 """Sphinx configuration of the mics documentation.
 
-Build (offline; the tutorials are executed during the build)::
+Build (the tutorials are executed during the build)::
 
     python -m sphinx -W -b html docs docs/_build/html
 
-``tests/test_docs.py`` runs the same build with warnings as errors.
+Nothing here needs the network except the example recordings of
+:mod:`mics.datasets`. A tutorial that reads one runs only when its files are
+available (on disk, in the download cache, or downloadable now); otherwise it
+is rendered without running, under a visible note saying so, and the build
+still succeeds. ``tests/test_docs.py`` runs the same build with warnings as
+errors, with the recordings and without them (no network).
 """
 
 from __future__ import annotations
@@ -55,14 +60,89 @@ numpydoc_class_members_toctree = False
 numpydoc_validation_checks: set[str] = set()
 
 # Tutorials: MyST markdown notebooks, executed at every build (no stored outputs).
+# Their jupytext-paired notebooks are in the top-level tutorials/ folder
+# (tools/sync_tutorials.py writes them; tests/test_tutorials.py checks the pairs).
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 # MICS_DOCS_EXECUTE=off skips execution (quick checks of the text only).
 nb_execution_mode = os.environ.get("MICS_DOCS_EXECUTE", "force")
 nb_execution_timeout = 600
-nb_execution_raise_on_error = True
+# A failing tutorial is reported as a warning carrying the notebook's traceback
+# (the cell and the error), which -W turns into a failed build. Raising instead
+# would print only "ExecutionError: <path>" and leave the cause in a temp log.
+nb_execution_raise_on_error = False
 nb_execution_show_tb = True
 nb_merge_streams = True
+
+
+# Tutorials that read an example recording (a call to mics.datasets.<loader>(...))
+# and the registry files each loader needs. A loader missing here needs them all.
+_TUTORIALS = Path(__file__).parent / "tutorials"
+_LOADER_FILES = {
+    "semedo2019": "semedo2019/",
+    "park2024": "park2024/",
+    "suite2p_example": "suite2p_pynapple/",
+    "suite2p_example_folder": "suite2p_pynapple/",
+}
+_NO_FILES = {"local_folders", "cache_folder"}
+_DATASET_CALL = re.compile(r"\bdatasets\.([A-Za-z_]\w*)\s*\(")
+
+
+def _missing_recordings(path: Path) -> list[str]:
+    """Registry files the tutorial at ``path`` reads, from the first that cannot be had now.
+
+    A file counts as available when :func:`mics.datasets.fetch` returns it: a
+    local copy (``$MICS_DATA_DIR``, ``../shared/data``), an earlier download, or
+    a download now. Offline, the download fails at once.
+    """
+    import mics.datasets
+
+    loaders = set(_DATASET_CALL.findall(path.read_text())) - _NO_FILES
+    needed = sorted(
+        key
+        for key in mics.datasets.REGISTRY
+        if any(key.startswith(_LOADER_FILES.get(loader, "")) for loader in loaders)
+    )
+    for i, key in enumerate(needed):
+        try:
+            mics.datasets.fetch(key)
+        except mics.datasets.DatasetNotFoundError:
+            return needed[i:]  # not tried further: offline, each would fail alike
+    return []
+
+
+_UNAVAILABLE = {
+    f"tutorials/{path.stem}": missing
+    for path in sorted(_TUTORIALS.glob("*.md"))
+    if (missing := _missing_recordings(path))
+}
+nb_execution_excludepatterns = [f"{docname}.md" for docname in _UNAVAILABLE]
+
+_NOT_RUN_NOTE = """
+:::{{admonition}} Rendered without running
+:class: warning
+
+This page needs the example recordings: see
+{{doc}}`mics.datasets </api/generated/mics.datasets>` for where they are looked
+for (`$MICS_DATA_DIR`, `../shared/data`) and how they are downloaded. They were
+not available when this site was built ({missing}), so it was rendered without
+running: the code is shown without its output.
+:::
+"""
+
+
+def _note_unrun_tutorials(app, docname, source) -> None:
+    """Put the note under the title of a tutorial that was not executed."""
+    missing = _UNAVAILABLE.get(docname)
+    if not missing:
+        return
+    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    note = _NOT_RUN_NOTE.format(missing=f"`{missing[0]}`{more}")
+    text = source[0]
+    title = re.search(r"^# .*$", text, flags=re.MULTILINE)
+    at = title.end() if title else 0
+    source[0] = text[:at] + "\n" + note + text[at:]
+
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"mics {release}"
@@ -135,3 +215,13 @@ def _escape_docstring(app, what, name, obj, options, lines) -> None:
 def setup(app):
     # Before numpydoc (priority 500) turns the sections into reST.
     app.connect("autodoc-process-docstring", _escape_docstring, priority=100)
+    app.connect("source-read", _note_unrun_tutorials)
+    from sphinx.util import logging
+
+    logger = logging.getLogger("mics.docs")
+    for docname, missing in _UNAVAILABLE.items():
+        more = " ..." if len(missing) > 1 else ""
+        logger.info(
+            f"{docname}: rendered without running, the example recordings are not "
+            f"available ({missing[0]}{more}; see mics.datasets)"
+        )

@@ -17,7 +17,7 @@ The package is layered; each layer imports only those below it
 """
 
 from mics import _compat, io, preprocessing
-from mics._version import __version__
+from mics._version import __version__  # noqa: F401  (mics.__version__)
 from mics.estimators import MICs, ReducedRankRegression, ReducedRankRegressionCV, load
 from mics.simulation import GroundTruth, simulate, simulate_trials
 from mics.workflows import bootstrap_channels, lag_scan, test_modulation
@@ -37,7 +37,6 @@ __all__ = [
     "load",
     "io",
     "preprocessing",
-    "__version__",
 ]
 
 # Subpackages loaded on first use, so `import mics` stays light (matplotlib and

@@ -182,7 +182,7 @@ def test_sequential_p_value_equals_full_test_when_not_stopped():
     null = np.array([0.1, 0.5, -0.2, 0.3, 0.05])
     assert _monte_carlo_p_value(null, 0.4, 5, None) == pytest.approx(2 / 6)
     assert _monte_carlo_p_value(null, 0.4, 5, 3) == pytest.approx(2 / 6)  # 1 < h exceedances
-    stopped = _collect_null(iter(null), 0.0, 5, 2, 0)
+    stopped, _ = _collect_null(iter(null), 0.0, 5, 2, 0)
     np.testing.assert_array_equal(stopped, null[:2])
     assert _monte_carlo_p_value(stopped, 0.0, 5, 2) == pytest.approx(2 / 2)
 
@@ -195,7 +195,7 @@ def test_sequential_test_is_calibrated_on_null_draws(h):
     rejections, evaluated = 0, 0
     for _ in range(reps):
         draws = rng.standard_normal(n_perm + 1)  # observed and nulls exchangeable
-        null = _collect_null(iter(draws[1:]), draws[0], n_perm, h, 0)
+        null, _ = _collect_null(iter(draws[1:]), draws[0], n_perm, h, 0)
         evaluated += null.size
         rejections += _monte_carlo_p_value(null, draws[0], n_perm, h) <= alpha
     ci = stats.binomtest(rejections, reps).proportion_ci(0.99)
@@ -216,12 +216,22 @@ def test_sequential_modulation_test_same_for_one_and_two_jobs():
         warnings.simplefilter("ignore")
         a = mics.test_modulation(est, X, Y, Z, n_jobs=1, **kw)
         b = mics.test_modulation(est, X, Y, Z, n_jobs=2, **kw)
+        full = mics.test_modulation(est, X, Y, Z, n_jobs=1, **{**kw, "stop_after": None})
     np.testing.assert_array_equal(a.null_distribution, b.null_distribution)
     assert a.p_value == b.p_value
-    # it stopped at the second exceedance, with Besag-Clifford's p-value
-    assert np.sum(a.null_distribution >= a.statistic) == 2 or a.null_distribution.size == 9
-    if a.null_distribution.size < 9:
-        assert a.p_value == pytest.approx(2 / a.null_distribution.size)
+    # Where it must stop, from the test run to the end (same shifts, same
+    # order): the second null statistic reaching the observed one is the
+    # third shift on these data (exceedances at shifts 2, 3, 4 and 7 of 9).
+    exceed = np.flatnonzero(full.null_distribution >= full.statistic)
+    assert exceed.tolist() == [1, 2, 3, 6]
+    assert a.statistic == full.statistic
+    stop = exceed[1] + 1
+    assert a.null_distribution.size == stop == 3
+    np.testing.assert_array_equal(a.null_distribution, full.null_distribution[:stop])
+    np.testing.assert_array_equal(a.shifts, full.shifts[:stop])
+    # Besag-Clifford's p = h / L, not the unstopped (1 + 4) / (1 + 9)
+    assert a.p_value == 2 / 3
+    assert full.p_value == 5 / 10
 
 
 @pytest.mark.parametrize("groups", [None, "trials"])

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from mics import MICs, ReducedRankRegressionCV, bootstrap_channels, simulate, test_modulation
+from mics import (
+    MICs,
+    ReducedRankRegression,
+    ReducedRankRegressionCV,
+    bootstrap_channels,
+    simulate,
+    test_modulation,
+)
 from mics.data.validation import check_count, check_fraction
 from mics.io import build_inputs
 from mics.preprocessing import zscore
@@ -220,3 +227,154 @@ def test_other_counts_are_named(data):
         ):
             zscore(X, ddof=ddof)
     np.testing.assert_allclose(zscore(X, ddof=1).std(axis=0, ddof=1), 1.0)
+
+
+# ------------------------------------------------------------ the bad-input matrix
+# Every bad array, on every entry point, is refused with a message naming the
+# argument as that entry point spells it: the estimators take (X, y, Z), the
+# workflows (X, Y, Z). Matches ignore case: "target Y" and "target y" are the
+# same argument.
+def _nan(a):
+    a = a.astype(float)
+    a.flat[3] = np.nan
+    return a
+
+
+def _inf(a):
+    a = a.astype(float)
+    a.flat[3] = -np.inf
+    return a
+
+
+def _objects(a):
+    a = a.astype(object)
+    a.flat[0] = "x"
+    return a
+
+
+BAD = {
+    # case: (make the bad array, message after the argument's name)
+    "nan": (_nan, "contains NaN or infinite values"),
+    "inf": (_inf, "contains NaN or infinite values"),
+    "1-D": (lambda a: a[:, 0], r"must be 2-D, .* got a 1-D array .* Reshape your data"),
+    "3-D": (lambda a: a.reshape(a.shape[0], -1, 1), r"must be (1-D or )?2-D.* 3 dimensions"),
+    "strings": (lambda a: a.astype(str), r"holds strings \(dtype <U"),
+    "objects": (_objects, r"must hold numbers \(activity\)"),
+    "complex": (lambda a: a + 1j, "holds complex numbers"),
+    "short": (lambda a: a[:-3], "has 117"),
+    "empty": (lambda a: a[:0], r"has 0 sample\(s\)"),
+    "scalar": (lambda a: 3.0, "must be an array of shape"),
+    "None": (lambda a: None, "is None"),
+    "constant": (lambda a: np.full_like(a, 0.1), r"(column\(s\) \[0, 1\] are|is) constant"),
+}
+# entry point: the arguments it takes (the workflows spell the target "Y")
+ENTRY_POINTS = {
+    "MICs.fit": "XYZ", "MICs(1, 1).fit": "XYZ", "MICs.predict": "XZ", "MICs.score": "XYZ",
+    "RRR.fit": "XY", "RRRCV.fit": "XY", "RRR.predict": "X", "RRR.score": "XY",
+    "test_modulation": "XYZ", "bootstrap_channels": "XYZ",
+}  # fmt: skip
+FITS = {"MICs.fit", "MICs(1, 1).fit", "RRR.fit", "RRRCV.fit", "test_modulation",
+        "bootstrap_channels"}  # fmt: skip
+NAMES = {"X": "source X", "Y": "target y", "Z": "modulator Z"}
+
+
+def _refused(entry, arg, case):
+    """Whether the case is an error at this entry point (else it is a valid input)."""
+    if case == "constant":
+        # Predicting from constant activity is fine; fitting a constant target
+        # by reduced-rank regression is too (it predicts the constant).
+        return entry in FITS and not (arg == "Y" and entry.startswith("RRR"))
+    if case == "1-D":
+        return arg == "X"  # a 1-D target or modulator is one neuron
+    if case == "short":
+        return len(ENTRY_POINTS[entry]) > 1  # predicting fewer samples is fine
+    return not (case == "None" and arg == "Z")  # no modulator: a reduced-rank regression
+
+
+MATRIX = [
+    (entry, arg, case)
+    for entry, takes in ENTRY_POINTS.items()
+    for arg in takes
+    for case in BAD
+    if _refused(entry, arg, case)
+]
+
+
+@pytest.fixture(scope="module")
+def entry_points(data, fitted):
+    X, Y, _ = data
+    rrr = ReducedRankRegression(1).fit(X, Y)
+
+    def tested(X, Y, Z):
+        return test_modulation(MICs(1, 1, verbose=0), X, Y, Z, n_permutations=2, verbose=0)
+
+    def booted(X, Y, Z):
+        return bootstrap_channels(fitted, X, Y, Z, n_boot=2, verbose=0)
+
+    return {
+        "MICs.fit": lambda X, Y, Z: MICs(max_rank=1, max_channels=1, cv=3, verbose=0).fit(
+            X, Y, Z
+        ),
+        "MICs(1, 1).fit": lambda X, Y, Z: MICs(1, 1, verbose=0).fit(X, Y, Z),
+        "MICs.predict": lambda X, Y, Z: fitted.predict(X, Z),
+        "MICs.score": lambda X, Y, Z: fitted.score(X, Y, Z),
+        "RRR.fit": lambda X, Y, Z: ReducedRankRegression(1).fit(X, Y),
+        "RRRCV.fit": lambda X, Y, Z: ReducedRankRegressionCV(cv=3).fit(X, Y),
+        "RRR.predict": lambda X, Y, Z: rrr.predict(X),
+        "RRR.score": lambda X, Y, Z: rrr.score(X, Y),
+        "test_modulation": tested,
+        "bootstrap_channels": booted,
+    }
+
+
+def test_the_matrix_covers_every_entry_point_and_case():
+    assert {e for e, _, _ in MATRIX} == set(ENTRY_POINTS)
+    assert {c for _, _, c in MATRIX} == set(BAD)
+    assert len(MATRIX) >= 250
+
+
+@pytest.mark.parametrize("entry, arg, case", MATRIX)
+def test_bad_inputs_name_the_argument(data, entry_points, entry, arg, case):
+    make, message = BAD[case]
+    args = dict(zip("XYZ", data, strict=True))
+    args[arg] = make(args[arg])
+    # Case is ignored: the workflows spell the target "Y", the estimators "y".
+    with pytest.raises(ValueError, match=f"(?i){re.escape(NAMES[arg])} {message}"):
+        entry_points[entry](args["X"], args["Y"], args["Z"])
+
+
+def test_bad_input_messages_are_the_packages_own(data, entry_points):
+    # The scikit-learn wording the issue met is gone: no advice to use
+    # HistGradientBoostingClassifier, no "Expected 2D array" without a name.
+    X, Y, Z = data
+    for entry in ("MICs(1, 1).fit", "RRR.fit", "RRRCV.fit", "RRR.predict", "MICs.predict"):
+        call = entry_points[entry]
+        for bad in (_nan(X), X[:, 0], X.reshape(120, 5, 1)):
+            with pytest.raises(ValueError) as err:
+                call(bad, Y, Z)
+            text = str(err.value)
+            assert text.startswith("source X "), (entry, text)
+            assert "HistGradientBoosting" not in text and "Expected 2D" not in text
+
+
+@pytest.mark.parametrize("entry", ["MICs(1, 1).fit", "RRR.fit", "RRRCV.fit"])
+def test_sklearn_fails_on_objects_that_are_not_numbers(data, entry_points, entry):
+    # scikit-learn's check_dtype_object wants numpy's TypeError kept.
+    X, Y, Z = data
+    bad = X.astype(object)
+    bad[0, 0] = {"foo": "bar"}
+    with pytest.raises(TypeError, match=r"^source X: .*argument must be .* number"):
+        entry_points[entry](bad, Y, Z)
+
+
+def test_one_dimensional_target_and_modulator_are_one_column(data):
+    X, Y, Z = data
+    model = MICs(1, 1, verbose=0, random_state=0).fit(X, Y[:, 0], Z[:, 0])
+    assert model.predict(X, Z[:, 0]).shape == (120,)
+    assert ReducedRankRegression(1).fit(X, Y[:, 0]).predict(X).shape == (120,)
+
+
+def test_constant_target_reduced_rank_predicts_the_constant(data):
+    X, Y, _ = data
+    model = ReducedRankRegression(1).fit(X, np.full_like(Y, 0.1))
+    np.testing.assert_allclose(model.predict(X), 0.1, atol=1e-12)

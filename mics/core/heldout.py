@@ -173,8 +173,8 @@ def data_heldout_loss(data, test, cm, B, D, fit):
 
 
 def sums_heldout_loss(sums, B, c):
-    """NSE on a block from its sums, for ``b_hat = a B + c`` (shifted basis)."""
-    n, sa, sb, Saa, Sab, Sbb = sums
+    """NSE on a block from its linear moments, for ``y_hat - y_shift = (x - x_shift) B + c``."""
+    n, sa, sb, Saa, Sab, Sbb = sums.n, sums.sx, sums.sy, sums.Sxx, sums.Sxy, sums.Syy
     rss = (
         np.sum(B * (Saa @ B))
         - 2 * np.sum(B * Sab)

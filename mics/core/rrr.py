@@ -137,13 +137,27 @@ def fit_reduced_rank(X, Y, ranks, alpha=0.0):
 
 def _centred_xy(sums):
     """Centred scatters ``Sxx, Sxy`` and the means' offsets from the shifts."""
-    n, sa, sb, Saa, Sab, _ = sums
-    return Saa - np.outer(sa, sa) / n, Sab - np.outer(sa, sb) / n, sa / n, sb / n
+    n, sa, sb = sums.n, sums.sx, sums.sy
+    return sums.Sxx - np.outer(sa, sa) / n, sums.Sxy - np.outer(sa, sb) / n, sa / n, sb / n
 
 
 def reduced_rank_path_from_sums(sums, ranks, alpha):
-    """:func:`fit_reduced_rank` from sums: coefficients and intercepts in the shifted basis."""
-    n = sums[0]
+    """:func:`fit_reduced_rank` from linear moments: coefficients and intercepts.
+
+    Parameters
+    ----------
+    sums : RawLinearMoments
+        Of the training samples (the modulator, if any, is ignored).
+    ranks : sequence of int
+    alpha : float
+
+    Returns
+    -------
+    coefs : list of ndarray of shape (p, q)
+    intercepts : list of ndarray of shape (q,)
+        In the moments' shifted basis: ``y - y_shift = (x - x_shift) B + c``.
+    """
+    n = sums.n
     Sxx, Sxy, dx, dy = _centred_xy(sums)
     # the reference's rule: drop neurons with sample std below sqrt(eps)
     keep = np.diag(Sxx) / max(n - 1, 1) >= np.finfo(np.float64).eps

@@ -26,7 +26,7 @@ import operator
 
 import numpy as np
 
-from mics.core.stats import RawMoments, compute_moments
+from mics.core.stats import RawLinearMoments, RawMoments, compute_moments
 
 __all__ = [
     "is_chunked",
@@ -498,10 +498,11 @@ def residualize(Y, Z):
     """
     import dask.array as da
 
-
     shifts = _first_block_means(Z, Y)
     sums = _xy_moments_delayed(Z, Y, None, shifts, names=("Z", "Y"))
-    n, sz, sy, zz, zy, _ = _compute(sums)[0]
+    # the regression of Y on Z: Z in the source slot of the linear moments
+    (moments,) = _compute(sums)
+    n, sz, sy, zz, zy = moments.n, moments.sx, moments.sy, moments.Sxx, moments.Sxy
     dz, dy = sz / n, sy / n
     Szz = zz - n * np.outer(dz, dz)
     Szy = zy - n * np.outer(dz, dy)
@@ -617,25 +618,42 @@ def default_batch(n_jobs=None):
 
 # ----------------------------------------------------------------------------- RRR
 def _xy_block(x, y, x_shift, y_shift, index, names=("X", "Y")):
-    """Sums of one row block for reduced-rank regression: ``n, sum a, sum b, a^T a, a^T b, b^T b``
-    with ``a = x - x_shift``, ``b = y - y_shift`` (new arrays: aligned, see ``residualize``)."""
+    """Linear moments of one row block for reduced-rank regression (no modulator).
+
+    Sums and scatters of ``a = x - x_shift`` and ``b = y - y_shift``, computed
+    on new arrays (aligned, see ``residualize``).
+    """
     a = np.asarray(x, dtype=np.float64) - x_shift
     b = np.asarray(y, dtype=np.float64) - y_shift
     for v, name in zip((a, b), names, strict=True):
         if not np.all(np.isfinite(v)):
             raise ValueError(f"{name} contains NaN or infinity in row block {index}.")
-    return (a.shape[0], a.sum(axis=0), b.sum(axis=0), a.T @ a, a.T @ b, b.T @ b)
+    p, q = a.shape[1], b.shape[1]
+    none = np.zeros(0)
+    return RawLinearMoments(
+        a.shape[0],
+        x_shift,
+        none,
+        y_shift,
+        sx=a.sum(axis=0),
+        sz=none,
+        sy=b.sum(axis=0),
+        Sxx=a.T @ a,
+        Sxz=np.zeros((p, 0)),
+        Szz=np.zeros((0, 0)),
+        Sxy=a.T @ b,
+        Szy=np.zeros((0, q)),
+        Syy=b.T @ b,
+    )
 
 
 def _add_xy(parts):
-    parts = [p for p in parts if p is not None]
-    return tuple(sum(vals) for vals in zip(*parts, strict=True))
+    return functools.reduce(operator.add, [p for p in parts if p is not None])
 
 
 def _xy_moments_delayed(X, Y, idx, shifts, names=("X", "Y")):
     """Delayed :func:`_xy_block` sums of rows ``idx`` (all when None; None for no rows)."""
     import dask
-
 
     if idx is not None:
         if len(idx) == 0:
@@ -659,10 +677,10 @@ def xy_fold_moments(X, Y, splits):
 
     Returns
     -------
-    total : tuple
-        ``(n, sum a, sum b, a^T a, a^T b, b^T b)`` around the first block's means.
-    folds : list of (test_sums, excluded_sums)
-        The same sums per fold (``None`` for an empty set).
+    total : RawLinearMoments
+        Around the first block's means, with no modulator (``m = 0``).
+    folds : list of (test_moments, excluded_moments)
+        The same per fold.
     shifts : tuple of ndarray
         ``(x_shift, y_shift)``.
     """

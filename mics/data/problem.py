@@ -33,7 +33,12 @@ import numpy as np
 from mics.data.chunked import any_chunked
 from mics.data.folds import check_groups, cv_splits, groups_from_labels
 from mics.data.labels import unwrap
-from mics.data.validation import check_modulator, check_population, check_same_length
+from mics.data.validation import (
+    check_modulator,
+    check_not_constant,
+    check_population,
+    check_same_length,
+)
 
 __all__ = [
     "Problem",
@@ -399,6 +404,8 @@ def make_problem(X, y, Z=None, *, groups=None, validate=None):
         X, _ = check_population(X, "source X")
         Y, y_1d = check_population(y, "target Y", allow_1d=True)
         check_same_length(**{"source X": X, "target Y": Y})
+        check_not_constant(X, "source X")
+        check_not_constant(Y, "target Y")
     n = X.shape[0]
     groups = groups_from_labels(groups, ix, iy, iz, n_samples=n)
     if Z is not None:

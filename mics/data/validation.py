@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_array
 __all__ = [
     "check_alpha",
     "check_population",
+    "check_not_constant",
     "check_same_length",
     "check_rank",
     "check_modulator",
@@ -68,18 +69,72 @@ def check_fraction(value, name):
     raise ValueError(f"{name} must be a number strictly between 0 and 1, got {value!r}.")
 
 
+def _shape_words(allow_1d):
+    return "(n_samples, n_neurons) or (n_samples,)" if allow_1d else "(n_samples, n_neurons)"
+
+
+def _as_array(A, name):
+    """``A`` itself when it has a shape (arrays, frames, sparse), else ``np.asarray(A)``."""
+    if getattr(A, "shape", None) is not None:
+        return A
+    if A is None:
+        raise ValueError(f"{name} is None; pass an array of shape (n_samples, n_neurons).")
+    try:
+        return np.asarray(A)
+    except (TypeError, ValueError) as err:  # ragged lists
+        raise ValueError(f"{name} could not be read as an array: {err}") from err
+
+
+def _check_form(A, name, allow_1d):
+    """Refuse dimensions and dtypes that are not activity, naming the argument."""
+    shape = tuple(A.shape)
+    if len(shape) == 0:
+        raise ValueError(
+            f"{name} must be an array of shape {_shape_words(allow_1d)}, got a scalar. "
+            "Reshape your data."
+        )
+    if len(shape) == 1 and not allow_1d:
+        raise ValueError(
+            f"{name} must be 2-D, of shape (n_samples, n_neurons); got a 1-D array of "
+            f"shape {shape}. Reshape your data: {name.split()[-1]}.reshape(-1, 1) if it "
+            "is one neuron."
+        )
+    if len(shape) > 2:
+        raise ValueError(
+            f"{name} must be {'1-D or ' if allow_1d else ''}2-D, of shape "
+            f"{_shape_words(allow_1d)}; got {len(shape)} dimensions, shape {shape}. "
+            "Reshape your data (time first), e.g. stack trials along time."
+        )
+    kind = getattr(getattr(A, "dtype", None), "kind", None)
+    if kind in ("U", "S"):
+        raise ValueError(
+            f"{name} holds strings (dtype {A.dtype}); it must hold numbers (activity)."
+        )
+    if kind == "c":
+        raise ValueError(
+            f"{name} holds complex numbers (Complex data not supported); pass real "
+            "activity, e.g. its magnitude."
+        )
+
+
 def check_population(A, name, *, allow_1d=False, ensure_min_samples=2):
     """Validate one population's activity matrix.
+
+    Every refusal names the argument: NaN or infinite values, a 1-D source,
+    more than two dimensions, strings, objects or complex numbers, too few
+    samples, no neurons.
 
     Parameters
     ----------
     A : array-like of shape (n_samples, n_neurons), or (n_samples,) if `allow_1d`
         Activity; a 1-D array is read as a single neuron.
     name : str
-        Used in error messages ("source X", "target Y", "modulator Z").
+        Used in error messages ("source X", "target y", "modulator Z").
     allow_1d : bool
         Accept a 1-D array as one neuron (targets and modulators); sources
         must be 2-D, as scikit-learn requires of ``X``.
+    ensure_min_samples : int
+        Fewest samples accepted (2 to fit, 1 to predict).
 
     Returns
     -------
@@ -88,11 +143,9 @@ def check_population(A, name, *, allow_1d=False, ensure_min_samples=2):
         Whether the input was one-dimensional (predictions are returned in
         the same form).
     """
-    shape = getattr(A, "shape", None)
-    if shape is None:
-        A = np.asarray(A)
-        shape = A.shape
-    was_1d = allow_1d and len(shape) == 1
+    A = _as_array(A, name)
+    _check_form(A, name, allow_1d)
+    was_1d = allow_1d and len(A.shape) == 1
     try:
         out = check_array(
             np.reshape(A, (-1, 1)) if was_1d else A,
@@ -109,8 +162,33 @@ def check_population(A, name, *, allow_1d=False, ensure_min_samples=2):
                 f"{name} contains NaN or infinite values; remove or interpolate those "
                 "samples first (mics.preprocessing handles blinks and dropped frames)."
             ) from err
+        if "sample(s)" in msg:
+            n = A.shape[0]
+            need = f"{ensure_min_samples} sample" + ("s are" if ensure_min_samples > 1 else " is")
+            raise ValueError(
+                f"{name} has {n} sample(s) (time points); at least {need} needed."
+            ) from err
+        if "feature(s)" in msg:  # scikit-learn's own checks match this wording
+            raise ValueError(
+                f"{name} has no neurons: 0 feature(s) (shape={tuple(A.shape)}) while a "
+                "minimum of 1 is required."
+            ) from err
+        if "could not convert" in msg:
+            raise ValueError(f"{name} must hold numbers (activity): {msg}") from err
         raise ValueError(f"{name}: {msg}") from err
+    except TypeError as err:  # objects that are not numbers, sparse matrices
+        raise TypeError(f"{name}: {err}") from err
     return out, was_1d
+
+
+def check_not_constant(A, name):
+    """Refuse a population whose every neuron is constant (nothing to regress).
+
+    ``A`` is a float array of shape (n_samples, n_neurons); two reductions,
+    no copy.
+    """
+    if A.shape[0] and A.shape[1] and np.array_equal(A.max(axis=0), A.min(axis=0)):
+        raise ValueError(f"{name} is constant (every neuron has zero variance).")
 
 
 def check_same_length(**arrays):

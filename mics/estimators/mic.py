@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from mics.core.als import cp_tensor
 from mics.core.heldout import normalized_squared_error
@@ -19,7 +19,12 @@ from mics.data.validation import (
     check_population,
     check_rank,
 )
-from mics.estimators.base import CommunicationSubspaceMixin, validate_xy
+from mics.estimators.base import (
+    CommunicationSubspaceMixin,
+    check_score_target,
+    validate_x,
+    validate_xy,
+)
 from mics.estimators.persistence import load, register, save
 from mics.estimators.rrr import ReducedRankRegression, ReducedRankRegressionCV
 from mics.model.fit import fit_problem
@@ -65,9 +70,14 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
     n_init : int, default=3
         Random restarts in addition to the deterministic HOSVD start.
     max_iter : int, default=200
-        Maximum alternating sweeps per stage.
+        Maximum alternating sweeps per stage, for the final fit and for every
+        fold fit of the selection: a guard, reported when reached (a
+        ``ConvergenceWarning`` on the final fit, ``cv_results_
+        ["n_channels_n_capped"]`` for the fold fits); see "Acceleration and
+        stopping" in ``docs/model.md``.
     tol : float, default=1e-7
-        Relative loss decrease that ends a stage.
+        Relative loss decrease that ends a stage (a change of less than
+        ``tol`` of the residual variance). Fold fits use ``max(tol, 1e-6)``.
     cv : int or splitter, default=10
         Folds for selection; an int means contiguous blocks (of whole trials
         when ``fit`` gets ``groups`` or a labelled input has a ``trial``
@@ -140,7 +150,9 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         "moments" or "data".
     cv_results_ : dict
         When selection ran: per-candidate fold losses (NSE) for the rank and
-        channel stages (the channel counts scored under ``n_channels``).
+        channel stages (the channel counts scored under ``n_channels``), and
+        ``n_channels_n_capped``: per channel count, the fold fits that
+        stopped at ``max_iter``.
     source_scale_, target_scale_ : float
         Root mean per-neuron standard deviation of X and of Y (training data).
     modulator_scale_ : ndarray of shape (n_modulators,)
@@ -505,7 +517,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X, ix = self._unwrap_like_fit(X, "X")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_x(self, X)
         Y = X @ np.atleast_2d(self._array("coef_")).T + self.intercept_
         if self.modulator_mean_.size:
             if Z is None:
@@ -523,8 +535,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
             raise NotImplementedError("sample_weight is not supported.")
         y, _ = unwrap(y, "Y")
         pred = np.asarray(self.predict(X, Z))
-        y = np.asarray(y, dtype=float)
-        return 1.0 - normalized_squared_error(y.reshape(pred.shape), pred)
+        return 1.0 - normalized_squared_error(check_score_target(y, pred), pred)
 
     # ----------------------------------------------------------- readouts
     def communication_matrix(self, z):

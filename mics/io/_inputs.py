@@ -207,9 +207,10 @@ def build_inputs(
     Z = None
     if modulators is not None:
         items = [modulators] if isinstance(modulators, str | xr.DataArray) else list(modulators)
-        columns = []
+        columns, units = [], []
         for index, item in enumerate(items):
             column = _modulator(data, item, index, time_dim)
+            units += [str(column.attrs.get("units", ""))] * column.sizes["modulator"]
             _check_clock(activity, column, str(column.modulator.values[0]), time_dim)
             # Take the activity's clock verbatim so that float round-off cannot misalign.
             if time_dim in activity.coords:
@@ -222,6 +223,10 @@ def build_inputs(
             Z = Z.assign_coords({time_dim: activity[time_dim]})
         Z.name = "Z"
         Z.attrs = {"fs": activity.attrs["fs"]} if "fs" in activity.attrs else {}
+        if any(units):
+            # each modulator keeps its own units (running speed in cm/s, pupil in
+            # pixels...): the figures label their axes with them
+            Z = Z.assign_coords(units=("modulator", units))
 
     bad = np.isnan(X.values).any(axis=1) | np.isnan(Y.values).any(axis=1)
     if Z is not None:

@@ -36,6 +36,7 @@ where needed, ``modulator_mean_`` (m,) and ``source_covariance_`` (p, p).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping
 
 import numpy as np
@@ -56,7 +57,10 @@ __all__ = [
     "modulator_percentiles",
     "pattern_states",
     "format_decomposition",
+    "format_bootstrap",
     "summarize",
+    "result_kind",
+    "ResultAccessor",
 ]
 
 #: The four kinds of modulation, in display order.
@@ -706,24 +710,138 @@ def format_decomposition(ds):
     Returns
     -------
     table : str
+        Weights to 3 significant digits, fractions to 3 decimals; each
+        row's four fractions sum to 1 (up to that rounding).
     """
-    header = ["channel", "weight", "reshape", "priv.src", "priv.tgt", "new"]
+    n_channels = ds.sizes.get("channel", 0)
     lines = [
         f"MIC decomposition ({ds.attrs.get('metric', 'euclidean')} metric, "
-        f"rank {ds.attrs.get('rank', '?')}, {ds.sizes.get('channel', 0)} channel(s))",
-        "".join(f"{h:>10}" for h in header),
+        f"rank {ds.attrs.get('rank', '?')}, {n_channels} channel(s))",
+        "".join(f"{h:>{_WIDTH}}" for h in ["channel", "weight", *_SHORT.values()]),
     ]
-    for k in range(ds.sizes.get("channel", 0)):
-        row = [f"{ds['channel'].values[k]!s:>10}", f"{float(ds['channel_weight'][k]):>10.3g}"]
-        row += [f"{float(ds[part][k]):>10.3f}" for part in PARTS]
+    for k in range(n_channels):
+        row = [f"{ds['channel'].values[k]!s:>{_WIDTH}}"]
+        row.append(f"{float(ds['channel_weight'][k]):>{_WIDTH}.3g}")
+        row += [f"{float(ds[part][k]):>{_WIDTH}.3f}" for part in PARTS]
         lines.append("".join(row))
-    totals = "".join(f"{float(ds[f'total_{part}']):>10.3f}" for part in PARTS)
-    lines.append(f"{'total':>10}{'':>10}{totals}")
+    totals = "".join(f"{float(ds[f'total_{part}']):>{_WIDTH}.3f}" for part in PARTS)
+    lines.append(f"{'total':>{_WIDTH}}{'':>{_WIDTH}}{totals}")
     lines.append(
-        f"(total = fractions of the modulation tensor energy ||W||^2 = "
-        f"{float(ds['energy_total']):.4g})"
+        f"(rows: fractions of each channel's energy; total: of the modulation tensor's, "
+        f"||W||^2 = {float(ds['energy_total']):.4g})"
     )
     return "\n".join(lines)
+
+
+def format_bootstrap(boot):
+    """Text table of bootstrap intervals: weights and fractions per channel, and the totals.
+
+    Parameters
+    ----------
+    boot : xarray.Dataset
+        The result of :func:`mics.bootstrap_channels` (variables with a
+        ``bound`` dimension ``low``/``high``).
+
+    Returns
+    -------
+    table : str
+        ``low-high`` per cell: weights to 3 significant digits, fractions
+        to 3 decimals.
+    """
+    n_channels = boot.sizes.get("channel", 0)
+    resampling = boot.attrs.get("resampling", "block")
+    how = "whole trials" if resampling == "trial" else "blocks"
+    block = boot.attrs.get("block_length", -1)
+    if resampling != "trial" and block is not None and block > 0:
+        how += f" of {block} samples"
+    lines = [
+        f"MIC bootstrap: {_bootstrap_level(boot)} intervals over {boot.attrs.get('n_boot', '?')} "
+        f"resamples of {how}, {n_channels} channel(s)",
+        "".join(f"{h:>{_WIDE}}" for h in ["channel", "weight", *_SHORT.values()]),
+    ]
+    for k in range(n_channels):
+        cells = [f"{boot['channel'].values[k]!s:>{_WIDE}}" if "channel" in boot.coords
+                 else f"{k:>{_WIDE}}"]  # fmt: skip
+        cells.append(_interval_cell(boot, "channel_weights", k, ".3g", _WIDE))
+        cells += [_interval_cell(boot, part, k, width=_WIDE) for part in PARTS]
+        lines.append("".join(cells))
+    totals = "".join(_interval_cell(boot, f"total_{part}", width=_WIDE) for part in PARTS)
+    lines.append(f"{'total':>{_WIDE}}{'':>{_WIDE}}{totals}")
+    return "\n".join(lines)
+
+
+def result_kind(ds):
+    """``"decomposition"``, ``"bootstrap"`` or None: which result of ``mics`` a Dataset is."""
+    if "total_reshape" not in ds.data_vars:
+        return None
+    return "bootstrap" if "bound" in ds.dims else "decomposition"
+
+
+@xr.register_dataset_accessor("mics")
+class ResultAccessor:
+    """Readable views of the Datasets that ``mics`` returns, as ``ds.mics``.
+
+    :meth:`mics.MICs.decompose` and :func:`mics.bootstrap_channels` return
+    plain ``xarray.Dataset`` objects, so everything that works on a Dataset
+    keeps working (``dec["reshape"].values``, ``boot.quantile``,
+    ``xr.merge``, netCDF). ``ds.mics`` adds what a reader wants first: a
+    short table. In a notebook it displays as that table; ``print(ds.mics)``
+    prints it; :meth:`summary` adds the reading in words.
+    """
+
+    def __init__(self, ds):
+        self._ds = ds
+
+    @property
+    def kind(self):
+        """``"decomposition"``, ``"bootstrap"`` or None (another Dataset)."""
+        return result_kind(self._ds)
+
+    def table(self):
+        """The table: :func:`format_decomposition` or :func:`format_bootstrap`."""
+        if self._checked_kind() == "bootstrap":
+            return format_bootstrap(self._ds)
+        return format_decomposition(self._ds)
+
+    def summary(self, intervals=None):
+        """The table and, for a decomposition, :func:`summarize`'s paragraph.
+
+        Parameters
+        ----------
+        intervals : xarray.Dataset, optional
+            For a decomposition, the bootstrap of the same model
+            (:func:`mics.bootstrap_channels`): its table follows the
+            decomposition's and its intervals are quoted in the paragraph.
+
+        Returns
+        -------
+        text : str
+        """
+        table = self.table()
+        if self.kind == "bootstrap":
+            return table
+        if intervals is not None:
+            table += "\n\n" + format_bootstrap(intervals)
+        return f"{table}\n\n{summarize(self._ds, intervals)}"
+
+    def _checked_kind(self):
+        kind = self.kind
+        if kind is None:
+            raise TypeError(
+                "ds.mics reads the Datasets of MICs.decompose() and mics.bootstrap_channels(); "
+                "this Dataset has no total_reshape variable."
+            )
+        return kind
+
+    def __repr__(self):
+        if self.kind is None:
+            return f"<mics accessor of a Dataset that is not a mics result ({self._ds.sizes})>"
+        return self.table()
+
+    def _repr_html_(self):
+        if self.kind is None:
+            return None
+        return f"<pre>{html.escape(self.table())}</pre>"
 
 
 def summarize(ds, intervals=None):
@@ -775,6 +893,29 @@ def summarize(ds, intervals=None):
 # --------------------------------------------------------------------------- helpers
 
 
+_WIDTH = 10
+_WIDE = 14
+_SHORT = {
+    "reshape": "reshape",
+    "private_source": "priv.src",
+    "private_target": "priv.tgt",
+    "new": "new",
+}
+
+
+def _bootstrap_level(boot):
+    if boot is None:
+        return ""
+    return f"{100 * float(boot.attrs.get('confidence', np.nan)):g}%"
+
+
+def _interval_cell(boot, name, k=None, spec=".3f", width=_WIDTH):
+    """``"low-high"`` of one variable (of channel ``k``), right-aligned in ``width``."""
+    values = boot[name] if k is None else boot[name].isel(channel=k)
+    low, high = float(values.sel(bound="low")), float(values.sel(bound="high"))
+    return f"{f'{low:{spec}}-{high:{spec}}':>{width}}"
+
+
 def _pretty(part):
     return part.replace("_", " ")
 
@@ -803,6 +944,8 @@ def _interval_bounds(intervals):
 
 
 def _interval_level(intervals):
+    if intervals is not None and "confidence" in intervals.attrs:  # bootstrap_channels
+        return f"{100 * float(intervals.attrs['confidence']):g}% "
     if intervals is None or "quantile" not in intervals.coords:
         return ""
     q = np.asarray(intervals["quantile"].values, dtype=float)

@@ -33,16 +33,16 @@ __all__ = [
     "cross_validate_rank",
 ]
 
-_CV_MAX_ITER = 50
 # Convergence tolerance of the fold fits (the final fit keeps the estimator's
-# ``tol``). Fold fits are compared, not reported, and the over-specified
-# candidates converge slowly by nature: at 1e-6 they stop about twice as
-# early as at 1e-7. Looser is not free: on null data the held-out losses of
-# those candidates lie in a flat valley, where the stopping point moves the
-# test statistic by a fraction of its null spread. Against 1e-7 on the 50
-# null data sets of validate_detection, per-data-set p-values kept a rank
-# correlation of 0.96 at 1e-6 (0.76 at 1e-5) and the false-positive rate
-# was the same (results/speed/README.md).
+# ``tol``; the sweep cap is the estimator's ``max_iter`` for both, see
+# docs/model.md "Stopping"). Fold fits are compared, not reported: a sweep
+# that lowers the penalised loss by less than 1e-6 of itself (of the
+# residual variance) moves a held-out NSE by about that much, three orders
+# below the fold SEM. Looser is not free: on null data the held-out losses
+# of over-specified candidates lie in a flat valley, where the stopping
+# point moves the test statistic by a fraction of its null spread (against
+# 1e-7 on 50 null data sets, per-data-set p-values kept a rank correlation
+# of 0.96 at 1e-6, 0.76 at 1e-5, and the same false-positive rate).
 _CV_TOL = 1e-6
 # Random restarts of each fold fit (the HOSVD and K - 1 starts always run).
 _CV_N_INIT = 0
@@ -84,13 +84,13 @@ def cross_validate_reduced_rank(X, Y, ranks, cv=10, alpha=0.0, groups=None):
 
 
 def cross_validate_reduced_rank_sums(total, folds, ranks, alpha=0.0):
-    """:func:`cross_validate_reduced_rank` from block sums (chunked inputs).
+    """:func:`cross_validate_reduced_rank` from linear moments (chunked inputs).
 
     Parameters
     ----------
-    total : tuple
-        Sums of all samples, from :func:`mics.data.chunked.xy_fold_moments`.
-    folds : list of (test_sums, excluded_sums)
+    total : RawLinearMoments
+        Of all samples, from :func:`mics.data.chunked.xy_fold_moments`.
+    folds : list of (test_moments, excluded_moments)
     ranks : sequence of int
     alpha : float
 
@@ -102,7 +102,7 @@ def cross_validate_reduced_rank_sums(total, folds, ranks, alpha=0.0):
     ranks = list(ranks)
     losses = []
     for test, excl in folds:
-        train = tuple(a - b for a, b in zip(total, excl, strict=True))
+        train = total - excl
         coefs, intercepts = reduced_rank_path_from_sums(train, ranks, alpha)
         losses.append(
             [sums_heldout_loss(test, B, c) for B, c in zip(coefs, intercepts, strict=True)]
@@ -221,6 +221,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
         fits = [(f.coef, f.modulator_coef, f, f.coef_basis) for f in path]
         if state is not None:
             state["previous"] = path[int(np.argmax(candidates))]
+            state["capped"] = [not f.converged for f in path]
     if estimator.solver_ == "moments":
         losses = [heldout_loss(test_m, cm, B, D, fit, V) for B, D, fit, V in fits]
     else:
@@ -256,8 +257,8 @@ def _channel_path(estimator, op, rank, candidates, pen, seed, previous=None):
 
     fits = []
     for c in sorted(candidates):
-        # Over-specified candidates converge slowly by nature; within CV the
-        # sweep cap is deliberate, so its warning would only be noise.
+        # A fold fit that reaches the sweep cap is counted in cv_results_
+        # ("n_channels_n_capped") rather than warned about fold by fold.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             fit = fit_mic_model(
@@ -266,9 +267,7 @@ def _channel_path(estimator, op, rank, candidates, pen, seed, previous=None):
                 c,
                 **pen,
                 n_init=min(estimator.n_init, _CV_N_INIT),
-                # Candidates are compared, not reported: a capped number of
-                # sweeps changes the held-out loss far less than the SEM.
-                max_iter=min(estimator.max_iter, _CV_MAX_ITER),
+                max_iter=estimator.max_iter,
                 tol=max(estimator.tol, _CV_TOL),
                 random_state=seed,
                 warm_start=previous,
@@ -294,10 +293,13 @@ def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, de
     out = list(
         tqdm(results, total=len(folds), desc=desc, disable=not estimator.verbose, leave=False)
     )
+    capped = np.zeros((len(candidates), len(folds)), dtype=bool)
     if carried:
         states[:] = [state for _, state in out]
         out = [losses for losses, _ in out]
-    return np.asarray(out).T  # (n_candidates, n_folds)
+        for i, state in enumerate(states):
+            capped[:, i] = state.pop("capped", False)
+    return np.asarray(out).T, capped  # each (n_candidates, n_folds)
 
 
 def select_from_moments(estimator, total, folds, rng, data=None):
@@ -341,7 +343,7 @@ def _select(estimator, total, folds, data, rng, p, q, m):
     states = _fold_states(estimator, len(folds))
     if estimator.rank is None:
         ranks = list(range(0, min(estimator.max_rank, p, q) + 1))
-        fold_loss = _run_stage(
+        fold_loss, _ = _run_stage(
             estimator, total, folds, data, "rank", None, ranks, [0] * len(folds), "rank CV", states
         )
         summary = summarize_cv(ranks, fold_loss, key="rank")
@@ -354,16 +356,19 @@ def _select(estimator, total, folds, data, rng, p, q, m):
         ks = list(range(0, min(estimator.max_channels, limit) + 1))
         seeds = rng.randint(np.iinfo(np.int32).max, size=len(folds)).tolist()
         if estimator.channel_search == "grid":
-            fold_loss = _run_stage(
+            fold_loss, capped = _run_stage(
                 estimator, total, folds, data, "channels", rank, ks, seeds, "channel CV", states
             )
         else:
-            ks, fold_loss = _sequential_channels(
+            ks, fold_loss, capped = _sequential_channels(
                 estimator, total, folds, data, rank, ks, seeds, states
             )
         summary = summarize_cv(ks, fold_loss, key="n_channels")
         n_channels = ks[summary["best_index"]]
         results.update(prefixed(summary, "n_channels"))
+        # Fold fits that stopped at max_iter, per channel count: their losses
+        # would move with the cap (0 everywhere is what the statistics need).
+        results["n_channels_n_capped"] = capped.sum(axis=1)
     else:
         n_channels = int(estimator.n_channels)
     return rank, n_channels, results
@@ -389,17 +394,21 @@ def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states)
     ks : list of int
         The channel counts scored.
     fold_loss : ndarray of shape (len(ks), n_folds)
+    capped : ndarray of bool, shape (len(ks), n_folds)
+        Fold fits that stopped at the sweep cap.
     """
-    rows = []
+    rows, capped = [], []
     for step in [ks[:2]] + [[k] for k in ks[2:]]:
         desc = f"channel CV (K={step[-1]})"
-        rows.extend(
-            _run_stage(estimator, total, folds, data, "channels", rank, step, seeds, desc, states)
+        losses, caps = _run_stage(
+            estimator, total, folds, data, "channels", rank, step, seeds, desc, states
         )
+        rows.extend(losses)
+        capped.extend(caps)
         mean = np.mean(rows, axis=1)
         if mean.size > 1 and mean[-1] >= mean[:-1].min():
             break
-    return ks[: len(rows)], np.asarray(rows)
+    return ks[: len(rows)], np.asarray(rows), np.asarray(capped)
 
 
 def prefixed(summary, key):

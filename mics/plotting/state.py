@@ -13,14 +13,19 @@ import numpy as np
 from scipy import linalg
 
 from mics.model.decomposition import modulator_percentiles, state_conditioned_subspaces
-from mics.plotting._names import MAX_NAMED_TICKS, fitted_names, names_or_default
+from mics.plotting._names import (
+    MAX_NAMED_TICKS,
+    fitted_names,
+    modulator_units,
+    names_or_default,
+)
 from mics.plotting.model import load_pyplot, require_fitted
 
 __all__ = ["plot_state_communication", "plot_channel_gain", "state_angles"]
 
 
 def _modulator_data(model, Z):
-    """Z as a (T, m) array matching the fitted modulators, and the modulator names."""
+    """Z as a (T, m) array matching the fitted modulators, their names and units."""
     require_fitted(model, "modulator_mean_", "modulator_patterns_", "channel_weights_")
     m = np.asarray(model.modulator_mean_).reshape(-1).size
     if m == 0:
@@ -32,13 +37,13 @@ def _modulator_data(model, Z):
         if sorted(given) == sorted(names):  # same modulators: put them in the fitted order
             Z = Z.isel({dim: [given.index(n) for n in names]})
         Z = Z.transpose("time", dim) if "time" in Z.dims else Z
-    Z = np.asarray(Z, dtype=float)
-    Z = Z.reshape(-1, 1) if Z.ndim == 1 else Z
-    if Z.ndim != 2 or Z.shape[1] != m:
+    values = np.asarray(Z, dtype=float)
+    values = values.reshape(-1, 1) if values.ndim == 1 else values
+    if values.ndim != 2 or values.shape[1] != m:
         raise ValueError(
-            f"Z must be the modulator data, shape (n_samples, {m}); got shape {Z.shape}."
+            f"Z must be the modulator data, shape (n_samples, {m}); got shape {values.shape}."
         )
-    return Z, names
+    return values, names, modulator_units(model, Z, values)
 
 
 def _select(names, modulators):
@@ -81,7 +86,7 @@ def state_angles(model, Z, modulator, percentiles=(10, 90), rank=None):
         ``target_state_angles`` (``angle``): principal angles in degrees,
         ascending, between the low- and the high-state subspaces.
     """
-    Z, names = _modulator_data(model, Z)
+    Z, names, _ = _modulator_data(model, Z)
     (j,) = _select(names, [modulator])
     if len(percentiles) != 2:
         raise ValueError(f"percentiles must be (low, high), got {percentiles!r}.")
@@ -130,12 +135,13 @@ def plot_state_communication(model, Z, modulators=None, percentiles=(10, 90), ra
     Returns
     -------
     fig : matplotlib.figure.Figure
-        One row per modulator: ``B(z)`` low, ``B(z)`` high (images), and a
+        One row per modulator: ``B(z)`` low, ``B(z)`` high (images, titled
+        with the modulator's value and units, as in :func:`plot_channel_gain`), and a
         bar chart of the principal angles (container labels ``"source"``
         and ``"target"``, one bar per angle). See :func:`state_angles` for
         the numbers.
     """
-    Zv, names = _modulator_data(model, Z)
+    Zv, names, units = _modulator_data(model, Z)
     rows = _select(names, modulators)
     source_names = fitted_names(model, "source")
     target_names = fitted_names(model, "target")
@@ -159,7 +165,7 @@ def plot_state_communication(model, Z, modulators=None, percentiles=(10, 90), ra
                 mat, aspect="auto", cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="none"
             )
             pct = percentiles[0] if state.endswith("low") else percentiles[1]
-            ax.set_title(f"B(z), {state}: p{pct:g} = {z:.3g}")
+            ax.set_title(f"B(z), {state}: p{pct:g} = {z:.3g} ({units[j]})")
             _neuron_ticks(ax.set_yticks, source_names, mat.shape[0])
             _neuron_ticks(ax.set_xticks, target_names, mat.shape[1], rotation=90)
             ax.set_ylabel("source neuron")
@@ -215,10 +221,12 @@ def plot_channel_gain(model, Z, axes=None, percentiles=(1, 99), n_points=50):
     Returns
     -------
     fig : matplotlib.figure.Figure
-        One panel per modulator (x: modulator value in its units, titled by
-        name), one line per channel labelled ``"channel k"``.
+        One panel per modulator (x: modulator value, titled by name and
+        labelled with its units: the DataArray's ``units`` attribute, else
+        "z-scored" or "input units"), one line per channel labelled
+        ``"channel k"``.
     """
-    Zv, names = _modulator_data(model, Z)
+    Zv, names, units = _modulator_data(model, Z)
     weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
     if weights.size == 0:
         raise ValueError("the model has no modulation channels: no gain to plot.")
@@ -244,7 +252,7 @@ def plot_channel_gain(model, Z, axes=None, percentiles=(1, 99), n_points=50):
         ax.axhline(0.0, color="0.5", linewidth=0.8)
         ax.axvline(mean[j], color="0.5", linewidth=0.8, linestyle=":")
         ax.set_title(names[j])
-        ax.set_xlabel(f"{names[j]} (training mean dotted)")
+        ax.set_xlabel(f"{names[j]} ({units[j]}; training mean dotted)")
     axes[0].set_ylabel(r"channel gain $\lambda_k\, c_k \cdot (z - \bar z)$")
     axes[0].legend(fontsize="small")
     return axes[0].figure

@@ -11,6 +11,7 @@ course kept), and the bootstrap draws whole trials.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import partial
 
@@ -56,6 +57,11 @@ class ModulationTest:
         Which null was used: ``"circular"`` or ``"trial"``.
     permutations : ndarray of shape (n_permutations, n_trials) or None
         For the trial null, the trial each null trial's modulator came from.
+    n_capped : int
+        Fold fits, over the observed and every null selection, that stopped at
+        the estimator's ``max_iter`` before converging. Their held-out losses
+        would move with the cap, so a statistic is well defined only when this
+        is 0; raise ``max_iter`` otherwise.
     """
 
     statistic: float
@@ -66,12 +72,13 @@ class ModulationTest:
     shifts: np.ndarray
     null: str = "circular"
     permutations: np.ndarray | None = None
+    n_capped: int = 0
 
     def __repr__(self):
         return (
             f"ModulationTest(statistic={self.statistic:.4g}, p_value={self.p_value:.4g}, "
             f"n_channels={self.n_channels}, n_permutations={self.null_distribution.size}, "
-            f"null={self.null!r})"
+            f"null={self.null!r}" + (f", n_capped={self.n_capped})" if self.n_capped else ")")
         )
 
 
@@ -133,7 +140,12 @@ def _improvement(params, problem):
 
 
 def _null_statistic(params, problem):
-    return _improvement(params, problem)[0]
+    gain, outcome = _improvement(params, problem)
+    return gain, _n_capped(outcome)
+
+
+def _n_capped(outcome):
+    return int(np.sum(outcome.cv_results.get("n_channels_n_capped", 0)))
 
 
 def best_gain(cv_results):
@@ -275,13 +287,29 @@ def test_modulation(
         n_jobs=n_jobs,
         ordered=stop_after is not None,
     )
-    null_dist = _collect_null(results, observed, n_permutations, stop_after, verbose)
+    null_dist, capped = _collect_null(results, observed, n_permutations, stop_after, verbose)
     shifts = shifts[: null_dist.size]
     if perms is not None:
         perms = perms[: null_dist.size]
     p = _monte_carlo_p_value(null_dist, observed, n_permutations, stop_after)
+    n_capped = _n_capped(outcome) + capped
+    if n_capped:
+        warnings.warn(
+            f"{n_capped} fold fits of the test stopped at max_iter={fixed['max_iter']} before "
+            "converging, so the statistics depend on where the cap falls; raise max_iter.",
+            UserWarning,
+            stacklevel=2,
+        )
     return ModulationTest(
-        observed, selected, null_dist, float(p), outcome.n_channels, shifts, null, perms
+        observed,
+        selected,
+        null_dist,
+        float(p),
+        outcome.n_channels,
+        shifts,
+        null,
+        perms,
+        n_capped,
     )
 
 
@@ -292,18 +320,27 @@ def _collect_null(results, observed, n_permutations, stop_after, verbose):
     """Null statistics in the shifts' order, stopping after ``stop_after`` exceedances.
 
     Results are consumed in submission order, so where the sequential test
-    stops does not depend on ``n_jobs``.
+    stops does not depend on ``n_jobs``. Each result is a statistic, or a
+    ``(statistic, n_capped)`` pair.
+
+    Returns
+    -------
+    null : ndarray of shape (L,)
+    n_capped : int
+        Capped fold fits over the null selections consumed.
     """
     null = []
-    exceed = 0
+    exceed = capped = 0
     bar = tqdm(results, total=n_permutations, desc="permutations", disable=not verbose)
     for r in bar:
-        null.append(r)
-        exceed += r >= observed
+        value, n_capped = r if isinstance(r, tuple) else (r, 0)
+        null.append(value)
+        capped += n_capped
+        exceed += value >= observed
         if stop_after is not None and exceed >= stop_after:
             break
     bar.close()
-    return np.asarray(null, dtype=float)
+    return np.asarray(null, dtype=float), capped
 
 
 def _monte_carlo_p_value(null, observed, n_permutations, stop_after):
@@ -436,6 +473,18 @@ def bootstrap_channels(
         raise ValueError("bootstrap_channels needs the modulator Z the model was fitted with.")
     problem = make_problem(X, Y, Z, groups=groups).unlabelled()
     n, groups = problem.n_samples, problem.groups
+    fitted = (
+        np.asarray(model.source_mean_).size,
+        np.atleast_1d(model.intercept_).size,
+        np.asarray(model.modulator_mean_).size,
+    )
+    roles = ("source X", "target Y", "modulator Z")
+    for name, got, want in zip(roles, problem.shape[1:], fitted, strict=True):
+        if got != want:
+            raise ValueError(
+                f"{name} has {got} columns but the model was fitted with {want}: pass the "
+                "data the model was fitted on."
+            )
     if groups is None:
         if block_length is None:
             block_length = max(1, int(round(np.sqrt(n))))
