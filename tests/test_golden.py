@@ -1,8 +1,9 @@
-"""Golden values: results of the code before the subpackage restructure, frozen.
+"""Golden values: results of the code at one commit, frozen.
 
 ``tests/golden/*.npz`` were written by ``tests/golden/make_golden.py`` from
-commit ca89bfb (its docstring says how to regenerate them: only against that
-commit). Each test recomputes one group with the case function of that script
+commit da3df9e (its docstring says how to regenerate them, and their
+history: first frozen at ca89bfb before the subpackage restructure, which
+reproduced them bit for bit). Each test recomputes one group with the case function of that script
 (public API only: ``mics.MICs``, ``mics.test_modulation``, ...) and compares
 it with the file, key by key.
 
@@ -20,7 +21,7 @@ Run against the old code from the repository root with ``-P`` and
 ``--import-mode=importlib``: ``python -m pytest`` otherwise puts the root
 (and its ``./mics``) on ``sys.path`` ahead of ``PYTHONPATH``::
 
-    PYTHONPATH=/work/base .venv/bin/python -P -m pytest -p no:cacheprovider \\
+    PYTHONPATH=/tmp/mics-golden .venv/bin/python -P -m pytest -p no:cacheprovider \\
         --import-mode=importlib tests/test_golden.py
 """
 
