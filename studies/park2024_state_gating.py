@@ -56,7 +56,7 @@ from tqdm import tqdm
 
 import mics
 import mics.datasets
-from mics.decomposition import PARTS, decompose
+from mics.model import PARTS, decompose
 
 try:  # run as a script (studies/ on sys.path) or imported as studies.park2024_state_gating
     import study_tools as tools

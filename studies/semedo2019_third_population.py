@@ -47,7 +47,7 @@ from tqdm import tqdm
 
 import mics
 import mics.datasets
-from mics.decomposition import PARTS, decompose
+from mics.model import PARTS, decompose
 
 try:  # run as a script (studies/ on sys.path) or imported as a package module
     import study_tools as tools

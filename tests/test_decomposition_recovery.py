@@ -18,7 +18,7 @@ module with ``MICs(rank=3, n_channels=2, random_state=0)``.
 
 BLAS is limited to one thread in this module: on a loaded 2-core machine
 OpenBLAS threads oversubscribe the cores and a ~0.15 s fit takes 5-15 s.
-The SNR choices are justified by ``benchmarks/decomposition_geometry.py``.
+The SNR choices are justified by ``studies/validation/decomposition_geometry.py``.
 """
 
 import numpy as np

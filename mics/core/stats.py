@@ -264,7 +264,7 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     of the distinct triangles at m = 3. Computing only those takes one
     narrow ``syrk`` per pair, which runs at two thirds of the wide one's
     speed on the benchmark machine: no faster in all
-    (``results/speed/README.md``).
+    (measured at commit ca89bfb: ``git show ca89bfb:results/speed/README.md``).
 
     Parameters
     ----------
@@ -321,7 +321,7 @@ def _interaction_moments(X, Y, Z, x_shift, z_shift, y_shift, chunk_size=None):
         V = buf[: min(rows, n - start)]
         khatri_rao_rows(X, Z, Y, x_shift, z_shift, y_shift, start, V)
         # NumPy hands ``V^T V`` to BLAS ``syrk`` (one triangle, half a GEMM),
-        # at the BLAS limit (benchmarks/bench_speed.py).
+        # at the BLAS limit (benchmarks/moments.py times both: MomentPass against BLASReference).
         S += V.T @ V
     G = np.ascontiguousarray(S[:d, :d].reshape(mt, pt, mt, pt).transpose(1, 0, 3, 2))
     Gy = np.ascontiguousarray(S[:d, d:].reshape(mt, pt, q).transpose(1, 0, 2))

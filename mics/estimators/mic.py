@@ -65,7 +65,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         Ridge penalty on each channel factor, relative in the same way:
         times the mean per-sample interaction variance times ``p + q + m``.
         None uses ``alpha``. The defaults were chosen on simulations with
-        T = 300-500 samples for p = 150, q = 100 (see ``benchmarks/recovery.py``);
+        T = 300-500 samples for p = 150, q = 100 (see ``studies/validation/recovery.py``);
         lower them when samples are plentiful.
     n_init : int, default=3
         Random restarts in addition to the deterministic HOSVD start.
@@ -95,7 +95,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         without modulation, only K = 1 is). The one-SEM choice is then made
         among the counts scored, and ``cv_results_`` holds only those. On
         336 simulated data sets it selected what the grid selects on every
-        one (``results/speed/channel_search/``); choose "grid" for the
+        one (``results/channel_search/``); choose "grid" for the
         whole curve, and for a confirmatory :func:`mics.test_modulation`:
         where K = 1 predicts worse than K = 0 but K = 2 better, the
         sequential search never scores K = 2 and the test statistic misses

@@ -383,7 +383,7 @@ def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states)
     Once a channel count overfits, larger ones almost never predict better
     (they hold the same channels plus more fitted noise), so the one-SEM
     choice is the whole grid's on nearly every data set (336/336 simulated
-    in results/speed/channel_search/, 147/147 Park tests), at the cost of
+    in results/channel_search/, 147/147 Park tests), at the cost of
     the counts up to one past the optimum: on null data, K = 1 only. The
     best improvement over K = 0 (the test statistic) can differ where K = 1
     overfits and K = 2 predicts: 1/336 simulated, 11/147 Park tests

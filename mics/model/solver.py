@@ -18,7 +18,7 @@ of the dominant terms; they need only be right within a small factor.
 The two paths' flops are not equally fast. The data path's are BLAS
 products of tall data blocks; the moment path's per-sweep contractions
 stream the whole ``(p m)^2`` scatter from memory for every block solve and
-run several times slower a flop. ``benchmarks/solver_choice.py`` times both
+run several times slower a flop. ``studies/performance/solver_choice.py`` times both
 paths on a grid of modulator sizes and checks that ``"auto"`` picks the
 faster one (``results/population/solver_choice.txt``).
 """
@@ -39,7 +39,7 @@ _SWEEPS_PER_FIT = 100
 # the studies' capped selection (284 sweeps): about 20 ms a sweep for ~18
 # Mflop on the moments (memory-bound), 7 ms for ~50 Mflop on the data, a
 # ratio of about 8. Without it "auto" chose the moments there, 3x slower;
-# benchmarks/solver_choice.py checks the choice on a grid of m.
+# studies/performance/solver_choice.py checks the choice on a grid of m.
 _MOMENT_SWEEP_COST = 8.0
 
 
