@@ -106,3 +106,59 @@ def test_fold_operators_carried_between_stages_change_nothing(monkeypatch, solve
     for key in ("rank_fold_loss", "n_channels_fold_loss"):
         np.testing.assert_array_equal(kept.cv_results_[key], rebuilt.cv_results_[key])
     np.testing.assert_allclose(kept.loss_history_, rebuilt.loss_history_, rtol=1e-12)
+
+
+def test_warm_start_keeps_the_previous_channels_as_the_als_holds_them():
+    """The K-channel start of a fold: the K - 1 fitted channels, their patterns
+    scaled by the cube root of their weights (balanced factors), then the next
+    HOSVD directions at the mean of those scales."""
+    from mics.core.als import MICFit, warm_start_patterns
+
+    rng = np.random.default_rng(0)
+    q, m = 5, 3
+    w = np.array([8.0, 1.0])
+    Bm = np.linalg.qr(rng.standard_normal((q, 2)))[0]
+    C = np.linalg.qr(rng.standard_normal((m, 2)))[0]
+    prev = MICFit(
+        np.zeros((4, q)), np.zeros((m, q)), w, np.zeros((4, 2)), Bm, C,
+        np.zeros(1), 1, True, np.zeros(1), 0.0,
+    )  # fmt: skip
+    Ub = np.linalg.qr(rng.standard_normal((q, q)))[0]
+    Uc = np.linalg.qr(rng.standard_normal((m, m)))[0]
+    Bm0, C0 = warm_start_patterns(prev, Ub, Uc, 3)
+    np.testing.assert_allclose(Bm0[:, :2], Bm * [2.0, 1.0])
+    np.testing.assert_allclose(C0[:, :2], C * [2.0, 1.0])
+    np.testing.assert_allclose(Bm0[:, 2], Ub[:, 2] * 1.5)
+    np.testing.assert_allclose(C0[:, 2], Uc[:, 2] * 1.5)
+
+
+def test_rank_candidates_stop_at_the_smaller_population():
+    """max_rank above min(p, q): the ranks scored are 0 .. min(p, q)."""
+    X, Y, Z, _ = make_mic_data(T=300, p=3, q=5, m=2, K=0, seed=1)
+    model = mics.MICs(max_rank=10, n_channels=0, cv=3, random_state=0, verbose=0).fit(X, Y, Z)
+    np.testing.assert_array_equal(model.cv_results_["rank"], [0, 1, 2, 3])
+
+
+def test_channel_candidates_stop_at_the_identifiable_cp_rank():
+    """max_channels above min(p q, p m, q m): the grid scores K = 0 .. that limit."""
+    X, Y, Z, _ = make_mic_data(T=300, p=3, q=5, m=1, K=0, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one shared gate; capped fold fits
+        model = mics.MICs(
+            rank=1,
+            max_channels=10,
+            channel_search="grid",
+            cv=3,
+            n_init=0,
+            random_state=0,
+            verbose=0,
+        ).fit(X, Y, Z)
+    np.testing.assert_array_equal(model.cv_results_["n_channels"], [0, 1, 2, 3])
+
+
+def test_two_fold_sem_is_the_sample_sem():
+    """With two folds the SEM is std(ddof=1) / sqrt(2), not zero."""
+    from mics.model.selection import summarize_cv
+
+    out = summarize_cv([0, 1], [[1.0, 2.0], [3.0, 6.0]], key="rank")
+    np.testing.assert_allclose(out["sem_loss"], [0.5, 1.5])

@@ -10,8 +10,14 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import mics
-from mics.core import DataOperator, InputScales, MomentOperator, compute_moments, fit_mic_model
-from mics.core.als import penalties
+from mics.core import (
+    DataOperator,
+    InputScales,
+    MomentOperator,
+    compute_moments,
+    fit_mic_model,
+    penalties,
+)
 
 
 def _null_operators(seed, T=1500, p=20, q=15, m=6):

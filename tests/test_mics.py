@@ -142,29 +142,82 @@ def test_each_block_is_an_exact_minimiser(data):
         assert full_loss(dB, D + dD) >= loss
 
 
-def test_fit_without_modulator_is_reduced_rank_regression(data):
-    from mics import ReducedRankRegression
+def _rrr_reference(X, Y, rank):
+    """Reduced-rank regression in plain NumPy (Semedo et al. 2019 and their MATLAB code).
 
+    Least squares with an intercept on the source neurons whose sample SD
+    (ddof=1) is at least sqrt(eps) (the reference's rule; the others get zero
+    weight), then projection of the coefficients on the top ``rank`` right
+    singular vectors of the centred fitted values: ``B_r = B V_r V_r^T``.
+    No ridge: ``MICs`` without a modulator is Semedo's unpenalised RRR (its
+    ``alpha`` is the relative penalty of the model *with* a modulator).
+    Returns ``coef`` (q, p) and ``intercept`` (q,), in the estimator's layout.
+    """
+    keep = X.std(axis=0, ddof=1) >= np.sqrt(np.finfo(float).eps)
+    design = np.column_stack([np.ones(len(X)), X[:, keep]])
+    B_ols = np.linalg.lstsq(design, Y, rcond=None)[0][1:]
+    fitted = (X[:, keep] - X[:, keep].mean(0)) @ B_ols
+    V = np.linalg.svd(fitted, full_matrices=False)[2][:rank].T
+    B = np.zeros((X.shape[1], Y.shape[1]))
+    B[keep] = B_ols @ V @ V.T
+    return B.T, Y.mean(0) - X.mean(0) @ B
+
+
+def test_fit_without_modulator_is_reduced_rank_regression(data):
     X, Y, _, _ = data
+    X = X.copy()
+    X[:, 4] = 2.5  # a silent neuron: zero weight, by the reference's rule
     m = MICs(rank=3).fit(X, Y)
-    r = ReducedRankRegression(rank=3).fit(X, Y)
-    np.testing.assert_allclose(m.predict(X), r.predict(X))
+    coef, intercept = _rrr_reference(X, Y, 3)
+    # measured relative errors: 4.6e-14 (coef), 1.8e-14 (intercept)
+    np.testing.assert_allclose(m.coef_, coef, rtol=1e-9, atol=1e-12 * np.abs(coef).max())
+    np.testing.assert_allclose(m.intercept_, intercept, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m.predict(X), X @ coef.T + intercept, rtol=1e-9, atol=1e-12)
+    assert np.linalg.matrix_rank(m.coef_) == 3
     assert m.n_channels_ == 0
+    # power: truncating the least-squares coefficients themselves (their own
+    # singular vectors, not those of the fitted values) is another answer
+    B_ols = _rrr_reference(X, Y, min(X.shape[1], Y.shape[1]))[0]
+    U, s, Vt = np.linalg.svd(B_ols)
+    wrong = (U[:, :3] * s[:3]) @ Vt[:3]
+    assert np.abs(wrong - coef).max() > 1e-3 * np.abs(coef).max()
 
 
 def test_rank_selection_without_modulator_reports_the_prefixed_keys(data):
-    from mics import ReducedRankRegressionCV
+    """Fold losses, their summary and the one-SEM rank, all recomputed in NumPy.
 
+    Five contiguous folds (``KFold(5)``: ``np.array_split``), the reference
+    RRR fitted on the training rows, and the NSE pooled over target neurons
+    with the test block's own means; SEM with ddof=1; the one-SEM rule picks
+    the smallest rank whose mean loss is within one SEM of the best.
+    """
     X, Y, _, _ = data
     m = MICs(max_rank=5, cv=5).fit(X, Y)
-    r = ReducedRankRegressionCV(ranks=range(6), cv=5).fit(X, Y)
-    assert m.rank_ == r.rank_
-    for stat in ("fold_loss", "mean_loss", "sem_loss", "mean_score"):
+    folds = np.array_split(np.arange(len(X)), 5)
+    fold_loss = np.empty((6, 5))
+    for f, test in enumerate(folds):
+        train = np.setdiff1d(np.arange(len(X)), test)
+        for r in range(6):
+            coef, intercept = _rrr_reference(X[train], Y[train], r)
+            resid = Y[test] - (X[test] @ coef.T + intercept)
+            tss = np.sum((Y[test] - Y[test].mean(0)) ** 2)
+            fold_loss[r, f] = np.sum(resid**2) / tss
+    mean = fold_loss.mean(1)
+    sem = fold_loss.std(1, ddof=1) / np.sqrt(5)
+    best = int(np.argmin(mean))
+    rank = int(np.flatnonzero(mean <= mean[best] + sem[best])[0])
+    expected = {"fold_loss": fold_loss, "mean_loss": mean, "sem_loss": sem, "mean_score": 1 - mean}
+    for stat, value in expected.items():
         # the keys of a fit with a modulator, and the unprefixed ones as before
-        np.testing.assert_array_equal(m.cv_results_[f"rank_{stat}"], r.cv_results_[stat])
-        np.testing.assert_array_equal(m.cv_results_[stat], r.cv_results_[stat])
-    assert m.cv_results_["rank_best_index"] == r.cv_results_["best_index"]
+        np.testing.assert_allclose(m.cv_results_[f"rank_{stat}"], value, rtol=1e-9)
+        np.testing.assert_allclose(m.cv_results_[stat], value, rtol=1e-9)
+    assert m.rank_ == rank
+    assert m.cv_results_["rank_best_index"] == rank
     np.testing.assert_array_equal(m.cv_results_["rank"], np.arange(6))
+    # the one-SEM rule is exercised: the best mean loss is at rank 3, the
+    # choice is rank 2 (within one SEM of it)
+    assert (best, rank) == (3, 2)
+    np.testing.assert_allclose(m.coef_, _rrr_reference(X, Y, rank)[0], rtol=1e-9, atol=1e-12)
 
 
 def test_no_modulation_gives_small_weights_relative_to_true_signal():

@@ -22,6 +22,7 @@ from mics.core.als import (
     cp_tensor,
     fit_baseline_path,
     fit_mic_model,
+    penalties,
 )
 from mics.core.heldout import (
     data_heldout_loss,
@@ -61,6 +62,7 @@ __all__ = [
     "moment_nbytes",
     "normalized_squared_error",
     "one_sem_rule",
+    "penalties",
     "reduced_rank_path",
     "restore_fit",
     "ridge_lambda_grid",

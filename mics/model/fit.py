@@ -24,8 +24,11 @@ from mics.core.stats import (
     RawMoments,
     check_interaction,
     compute_moments,
+    moment_nbytes,
 )
 from mics.data.validation import check_alpha, check_count, check_folds, check_rank
+from mics.model.selection import select_from_moments
+from mics.model.solver import choose_solver_for
 
 __all__ = ["FitOutcome", "check_params", "fit_from_moments", "fit_problem"]
 
@@ -213,9 +216,6 @@ def fit_problem(params, problem, *, cv_only=False):
     -------
     FitOutcome
     """
-    from mics.model.selection import select_from_moments
-    from mics.model.solver import choose_solver_for
-
     n, p, q, m = problem.shape
     check_params(params, p, q, m)
     config = SimpleNamespace(**params)
@@ -226,6 +226,7 @@ def fit_problem(params, problem, *, cv_only=False):
     else:
         config.solver_ = check_moment_solver(params, p, q, m)
     splits = None if fixed else problem.splits(config.cv, config.gap)
+    data = None  # the standardised arrays, when the data path or its selection needs them
     if not problem.in_memory or (fixed and config.solver_ == "moments"):
         # Raw moments as given: the scales and the standardised moments
         # follow from them exactly, with no variance pass and no
@@ -235,22 +236,22 @@ def fit_problem(params, problem, *, cv_only=False):
         scales = InputScales.from_raw_moments(total)
         standard = scales.standardize_raw_moments
         total = standard(total)
-        data = None
         if folds is not None:
             # a fold without a gap excludes exactly its held-out block: scale it once
             folds = [
                 (tr, te, st := standard(t), st if e is t else standard(e))
                 for tr, te, t, e in folds
             ]
-        cm = None
     else:
         scales = InputScales.from_data(problem.X, problem.Y, problem.Z)
         data = scales.standardize(problem.X, problem.Y, problem.Z)
-        standardised = replace(problem, X=data[0], Y=data[1], Z=data[2])
-        total, folds = standardised.fold_moments(
-            splits, interaction=config.solver_ == "moments"
-        ) if not fixed else (compute_moments(*data, interaction=False), None)
-        cm = None
+        if fixed:  # the data path's linear moments
+            total, folds = compute_moments(*data, interaction=False), None
+        else:
+            standardised = replace(problem, X=data[0], Y=data[1], Z=data[2])
+            total, folds = standardised.fold_moments(
+                splits, interaction=config.solver_ == "moments"
+            )
     if folds is not None:
         rank, n_channels, cv_results = select_from_moments(config, total, folds, rng, data)
         if cv_only:
@@ -277,8 +278,6 @@ def fit_problem(params, problem, *, cv_only=False):
 
 def check_moment_solver(params, p, q, m):
     """The solver of data that are not in memory: the moments, if they fit in ``memory_limit``."""
-    from mics.core.stats import moment_nbytes
-
     solver, limit = params.get("solver", "auto"), params.get("memory_limit", np.inf)
     if solver == "data":
         raise ValueError(
