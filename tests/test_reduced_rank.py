@@ -1,5 +1,7 @@
 """Reduced-rank regression against the reference code and independent computations."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.io
@@ -7,7 +9,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from mics import MICs, ReducedRankRegression, ReducedRankRegressionCV
 from mics.core.heldout import normalized_squared_error, one_sem_rule
-from mics.core.rrr import ridge_lambda_grid
+from mics.core.rrr import reduced_rank_path, ridge_lambda_grid
 
 # Training-set NSE of Y_V2 on X for ranks 0..10, from Semedo's MATLAB code.
 REFERENCE_NSE = [
@@ -45,6 +47,33 @@ def test_training_nse_matches_reference(semedo):
     for rank, ref in enumerate(REFERENCE_NSE):
         model = ReducedRankRegression(rank=rank).fit(X, Y2)
         assert normalized_squared_error(Y2, model.predict(X)) == pytest.approx(ref, abs=1e-9)
+
+
+# The reference comparison without the recordings: the training NSE of a
+# reduced-rank regression depends on the data only through their centred
+# second moments, kept here (n, X^T X, X^T Y and tr Y^T Y of the centred
+# Semedo sample: 37 kB of sums, not the recordings).
+MOMENTS = Path(__file__).resolve().parent / "data" / "semedo2019_v1_v2_moments.npz"
+
+
+def test_training_nse_matches_reference_from_stored_moments():
+    with np.load(MOMENTS) as f:
+        Sxx, Sxy, tr_yy = f["Sxx"], f["Sxy"], float(f["tr_yy"])
+    coefs, _ = reduced_rank_path(Sxx, Sxy, range(len(REFERENCE_NSE)))
+    for B, ref in zip(coefs, REFERENCE_NSE, strict=True):
+        rss = tr_yy - 2 * np.sum(B * Sxy) + np.sum(B * (Sxx @ B))
+        assert rss / tr_yy == pytest.approx(ref, abs=1e-9)
+
+
+@pytest.mark.shared_data
+def test_stored_moments_are_those_of_the_recording(semedo):
+    X, Y2, _ = semedo
+    Xc, Yc = X - X.mean(0), Y2 - Y2.mean(0)
+    with np.load(MOMENTS) as f:
+        assert int(f["n"]) == X.shape[0]
+        np.testing.assert_allclose(f["Sxx"], Xc.T @ Xc, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(f["Sxy"], Xc.T @ Yc, rtol=1e-12, atol=1e-9)
+        assert float(f["tr_yy"]) == pytest.approx(np.sum(Yc**2), rel=1e-12)
 
 
 @pytest.mark.shared_data
