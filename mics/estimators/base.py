@@ -16,6 +16,10 @@ __all__ = ["CommunicationSubspaceMixin", "validate_xy", "validate_x", "check_sco
 class CommunicationSubspaceMixin(MultiOutputMixin, RegressorMixin):
     """Prediction and scoring shared by the reduced-rank estimators."""
 
+    def _validate_xy(self, X, y):
+        """The estimator's check of source and target (for :func:`mics.data.make_problem`)."""
+        return validate_xy(self, X, y)
+
     def _set_baseline(self, B, intercept, rank):
         self.coef_ = B.T
         self.intercept_ = intercept

@@ -23,7 +23,6 @@ from mics.estimators.base import (
     CommunicationSubspaceMixin,
     check_score_target,
     validate_x,
-    validate_xy,
 )
 from mics.estimators.persistence import load, register, save
 from mics.estimators.rrr import ReducedRankRegression, ReducedRankRegressionCV
@@ -244,8 +243,6 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
             check_alpha(self.alpha_channels, "alpha_channels")
         return self.fit_problem(make_problem(X, y, Z, groups=groups, validate=self._validate_xy))
 
-    def _validate_xy(self, X, y):
-        return validate_xy(self, X, y)
 
     def fit_problem(self, problem):
         """Fit on a prepared :class:`mics.data.Problem` (what :meth:`fit` does after checks).

@@ -136,8 +136,6 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
         self._set_baseline(B, b, self.rank_)
         return self._finish(problem.y_1d)
 
-    def _validate_xy(self, X, y):
-        return validate_xy(self, X, y)
 
 
 def candidate_ranks(ranks, n_source, n_target):

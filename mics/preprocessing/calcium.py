@@ -30,14 +30,11 @@ import xarray as xr
 from scipy import ndimage
 
 from mics.data.validation import check_count
-from mics.preprocessing.trials import lag_embed, subtract_condition_means
 
 __all__ = [
     "align_to_frames",
     "bin_time",
     "delta_f_over_f",
-    "lag_embed",
-    "subtract_condition_means",
     "subtract_neuropil",
     "zscore",
 ]
