@@ -98,7 +98,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         whole curve, and for a confirmatory :func:`mics.test_modulation`:
         where K = 1 predicts worse than K = 0 but K = 2 better, the
         sequential search never scores K = 2 and the test statistic misses
-        it (11 of 147 tests of the Park study,
+        it (12 of 147 tests of the Park study,
         ``results/park2024/channel_search.md``).
     gap : int, default=0
         Samples left out between training and test blocks during selection.

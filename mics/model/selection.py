@@ -386,7 +386,7 @@ def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states)
     in results/channel_search/, 147/147 Park tests), at the cost of
     the counts up to one past the optimum: on null data, K = 1 only. The
     best improvement over K = 0 (the test statistic) can differ where K = 1
-    overfits and K = 2 predicts: 1/336 simulated, 11/147 Park tests
+    overfits and K = 2 predicts: 1/336 simulated, 12/147 Park tests
     (results/park2024/channel_search.md).
 
     Returns
