@@ -28,6 +28,7 @@ Run against the old code from the repository root with ``-P`` and
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
@@ -101,10 +102,18 @@ def on_workers(request):
     active for the tests that run on the synchronous scheduler.
     """
     pytest.importorskip("distributed")
+    # distributed writes its pre-spawn variables (MALLOC_TRIM_THRESHOLD_) into
+    # this process's environment, where later clusters of other tests would
+    # inherit them: put the environment back.
+    environ = dict(os.environ)
     cluster, client = gen.distributed_cluster(request.param)
-    with cluster, client:
-        assert gen.worker_mics_files(client) == {mics.__file__}
-        return {name: gen.compute(name, scheduler=None) for name in gen.ON_WORKERS}
+    try:
+        with cluster, client:
+            assert gen.worker_mics_files(client) == {mics.__file__}
+            return {name: gen.compute(name, scheduler=None) for name in gen.ON_WORKERS}
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 @pytest.mark.parametrize("name", gen.ON_WORKERS)

@@ -418,14 +418,17 @@ def _balance(A, Bm, C):
     return sa, sb, sc
 
 
-def _target_block(op, A, C, alpha_W):
+def _target_block(op, A, C, alpha_W, N_A=None):
     """Target patterns solved given source and modulator patterns, and the squared error.
 
     Returns ``Bm``, the interaction Gram ``H_int`` and the squared error at
     that block optimum: ``rr - <g, Bm> - alpha ||Bm||^2`` (``g`` the
-    right-hand side), which needs no pass over the residual.
+    right-hand side), which needs no pass over the residual. ``N_A``, the
+    modulator Gram of ``A``, is formed here unless the caller has it.
     """
-    H_int = _contract_pair(op.gram_modulator(A), C)
+    if N_A is None:
+        N_A = op.gram_modulator(A)
+    H_int = _contract_pair(N_A, C)
     g = op.rhs_target(A, C)
     Hr = H_int + alpha_W * np.eye(H_int.shape[0])
     Bm = solve_psd(Hr, g.T).T
@@ -479,13 +482,8 @@ def _als_sweeps(op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None, acceler
         A = _solve_factor(op.gram_source(C), BtB, op.rhs_source(C, Bm), alpha_W, A)
         N_A = op.gram_modulator(A)
         C = _solve_factor(N_A, BtB, op.rhs_modulator(A, Bm), alpha_W, C)
-        H_int = _contract_pair(N_A, C)
-        g = op.rhs_target(A, C)
-        Hr = H_int + alpha_W * np.eye(H_int.shape[0])
-        Bm = solve_psd(Hr, g.T).T
-        # At the target block's optimum, rr - <g, Bm> is the squared error plus
-        # alpha ||Bm||^2; the squared error alone is invariant to rebalancing.
-        sq_err = op.rr - float(np.sum(g * Bm)) - alpha_W * float(np.sum(Bm**2))
+        # the squared error alone is invariant to the rebalancing that follows
+        Bm, H_int, sq_err = _target_block(op, A, C, alpha_W, N_A)
         A, Bm, C, H_int = _balanced(A, Bm, C, H_int)
         loss = _penalised(sq_err, A, Bm, C, alpha_W, base_penalty)
         if accelerate and previous is not None:

@@ -444,7 +444,6 @@ def fold_moments_delayed(X, Y, Z, splits=None, shifts="first_block"):
     """
     import dask
 
-
     X, Y, Z = _aligned(X, Y, Z)  # a rolled or resampled modulator has other row blocks
     p, q, m = X.shape[1], Y.shape[1], Z.shape[1]
     if isinstance(shifts, str):
@@ -584,7 +583,6 @@ def _windowed(client, tasks, window, desc, verbose):
     from collections import deque
 
     from tqdm import tqdm
-
 
     pending = iter(tasks)
     queue = deque(client.compute(t, **_UNOPTIMISED) for t in itertools.islice(pending, window))

@@ -263,7 +263,6 @@ def cv_splits(cv, n_samples, *, gap=0, groups=None):
         if cv < 2:
             raise ValueError(f"cv must be at least 2 folds, got {cv}.")
         if codes is None:
-
             splitter = resolve_cv(cv, n_samples, gap=gap)
         else:
             splitter = TrialBlockedKFold(int(cv), gap=gap)

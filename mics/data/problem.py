@@ -138,7 +138,15 @@ class Problem:
         raise NotImplementedError
 
     def map(
-        self, func, items, *, splits=None, n_jobs=None, desc="", verbose=0, ordered=False,
+        self,
+        func,
+        items,
+        *,
+        splits=None,
+        n_jobs=None,
+        desc="",
+        verbose=0,
+        ordered=False,
         total=None,
     ):  # pragma: no cover - abstract
         """``func(problem, *args)`` for each item ``problem`` or ``(problem, *args)`` of ``items``.
@@ -198,12 +206,18 @@ class ArrayProblem(Problem):
         return self.with_modulator(np.roll(self.Z, shift, axis=0))
 
     def resampled(self, index, groups=None):
-        return replace(
-            self, X=self.X[index], Y=self.Y[index], Z=self.Z[index], groups=groups
-        )
+        return replace(self, X=self.X[index], Y=self.Y[index], Z=self.Z[index], groups=groups)
 
     def map(
-        self, func, items, *, splits=None, n_jobs=None, desc="", verbose=0, ordered=False,
+        self,
+        func,
+        items,
+        *,
+        splits=None,
+        n_jobs=None,
+        desc="",
+        verbose=0,
+        ordered=False,
         total=None,
     ):
         from joblib import delayed
@@ -259,7 +273,15 @@ class ChunkedProblem(Problem):
         return replace(self, X=X, Y=Y, Z=Z, groups=groups)
 
     def map(
-        self, func, items, *, splits=None, n_jobs=None, desc="", verbose=0, ordered=False,
+        self,
+        func,
+        items,
+        *,
+        splits=None,
+        n_jobs=None,
+        desc="",
+        verbose=0,
+        ordered=False,
         total=None,
     ):
         import dask
@@ -404,6 +426,8 @@ def make_problem(X, y, Z=None, *, groups=None, validate=None):
         X, _ = check_population(X, "source X")
         Y, y_1d = check_population(y, "target Y", allow_1d=True)
         check_same_length(**{"source X": X, "target Y": Y})
+        # before any residualisation: a constant target minus its fit on [1, Z]
+        # is rounding, which no later check can tell from a signal
         check_not_constant(X, "source X")
         check_not_constant(Y, "target Y")
     n = X.shape[0]
@@ -491,4 +515,3 @@ def concatenate_sessions(sessions):
             for arrays, name in zip(parts, ("X", "y", "Z"), strict=True)
         ]
     return joined, np.asarray(lengths)
-

@@ -238,11 +238,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         -------
         self
         """
-        check_alpha(self.alpha)
-        if self.alpha_channels is not None:
-            check_alpha(self.alpha_channels, "alpha_channels")
         return self.fit_problem(make_problem(X, y, Z, groups=groups, validate=self._validate_xy))
-
 
     def fit_problem(self, problem):
         """Fit on a prepared :class:`mics.data.Problem` (what :meth:`fit` does after checks).
@@ -259,6 +255,9 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         -------
         self
         """
+        check_alpha(self.alpha)
+        if self.alpha_channels is not None:
+            check_alpha(self.alpha_channels, "alpha_channels")
         self._labels = problem.labels
         if not problem.has_modulator and not problem.in_memory:
             raise ValueError(
@@ -268,9 +267,6 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         if not problem.has_modulator:
             self._fit_without_modulator(problem)
             return self._label_outputs()
-        check_alpha(self.alpha)
-        if self.alpha_channels is not None:
-            check_alpha(self.alpha_channels, "alpha_channels")
         outcome = fit_problem(self.get_params(deep=False), problem)
         self.solver_ = outcome.solver
         if outcome.cv_results is not None:

@@ -137,7 +137,6 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
         return self._finish(problem.y_1d)
 
 
-
 def candidate_ranks(ranks, n_source, n_target):
     """Sorted unique candidate ranks that the data can identify."""
     ranks = sorted({check_rank(r, np.inf, np.inf, name="each of ranks") for r in ranks})

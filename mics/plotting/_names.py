@@ -97,9 +97,7 @@ def modulator_units(model, Z, values):
     m = values.shape[1]
     if hasattr(Z, "attrs"):
         dim = next((d for d in Z.dims if d != "time"), None)
-        coords = {
-            k: c.values for k, c in Z.coords.items() if dim is not None and c.dims == (dim,)
-        }
+        coords = {k: c.values for k, c in Z.coords.items() if dim is not None and c.dims == (dim,)}
         found = _units_of(Z.attrs, coords, m)
         if found is not None:
             return found

@@ -116,8 +116,13 @@ def format_p_value(p_value, n_permutations):
 
 def _gain_params(estimator, **changes):
     """The parameters of the fits behind a statistic: channels selected, quietly, in one job."""
-    return {**estimator.get_params(deep=False), "n_channels": None, "verbose": 0, "n_jobs": 1,
-            **changes}
+    return {
+        **estimator.get_params(deep=False),
+        "n_channels": None,
+        "verbose": 0,
+        "n_jobs": 1,
+        **changes,
+    }
 
 
 def _improvement(params, problem):
@@ -498,13 +503,15 @@ def bootstrap_channels(
     else:
         block_length = None
         draws_idx = [trial_bootstrap_indices(groups, rng) for _ in range(n_boot)]
-    variants = (
-        (problem.resampled(i, g), s) for (i, g), s in zip(draws_idx, seeds, strict=True)
-    )
+    variants = ((problem.resampled(i, g), s) for (i, g), s in zip(draws_idx, seeds, strict=True))
     fits = list(
         problem.map(
-            partial(_boot_fit, fixed), variants, n_jobs=n_jobs, desc="bootstrap",
-            verbose=verbose, total=n_boot,
+            partial(_boot_fit, fixed),
+            variants,
+            n_jobs=n_jobs,
+            desc="bootstrap",
+            verbose=verbose,
+            total=n_boot,
         )
     )
     draws = {k: [] for k in ("w", "a", "b", "c", "frac", "total")}

@@ -39,5 +39,3 @@ def fit_each_session(estimator, sessions, *, n_jobs=None, verbose=1):
     jobs = (delayed(_fit)(*s) for s in sessions)
     results = Parallel(n_jobs=n_jobs, prefer="threads", return_as="generator")(jobs)
     return list(tqdm(results, total=len(sessions), desc="sessions", disable=not verbose))
-
-
