@@ -20,7 +20,14 @@ from mics import _compat, io, preprocessing
 from mics._version import __version__  # noqa: F401  (mics.__version__)
 from mics.estimators import MICs, ReducedRankRegression, ReducedRankRegressionCV, load
 from mics.simulation import GroundTruth, simulate, simulate_trials
-from mics.workflows import bootstrap_channels, lag_scan, test_modulation
+from mics.workflows import (
+    asymmetry,
+    bootstrap_channels,
+    lag_scan,
+    power_analysis,
+    stability_selection,
+    test_modulation,
+)
 
 _compat.install()
 
@@ -33,6 +40,9 @@ __all__ = [
     "simulate_trials",
     "test_modulation",
     "bootstrap_channels",
+    "stability_selection",
+    "power_analysis",
+    "asymmetry",
     "lag_scan",
     "load",
     "io",

@@ -6,9 +6,38 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from mics.workflows.inference import format_p_value
+from mics.workflows.inference import format_p_value, result_sentence
 
-__all__ = ["ReportFigure", "format_p_value", "write_report"]
+__all__ = ["ReportFigure", "format_p_value", "result_summary", "write_report"]
+
+
+def result_summary(model=None, test=None, power=None, alpha=0.05):
+    """The sentence a report opens with: the fit, the test's verdict, the effect and the MDE.
+
+    Parameters
+    ----------
+    model : fitted MICs, optional
+        Its selected rank and channels and their held-out gains
+        (:meth:`mics.MICs.summary`).
+    test : ModulationTest, optional
+        Its verdict and the effect size with its bootstrap interval.
+    power : PowerAnalysis or float, optional
+        The minimum detectable effect on the same recording.
+    alpha : float
+        Level at which "detected" is said.
+
+    Returns
+    -------
+    str
+        One sentence per result given, joined by spaces.
+    """
+    if model is not None:
+        return model.summary(test=test, power=power, alpha=alpha)
+    if test is not None:
+        return result_sentence(test, power=power, alpha=alpha)
+    if power is not None:
+        return power.summary()
+    raise ValueError("result_summary needs a model, a test or a power analysis.")
 
 
 @dataclass

@@ -37,6 +37,7 @@ assert _root in Path(mics.__file__).resolve().parents, (sys.executable, mics.__f
 NEEDS = {
     "quickstart.md": [],
     "recovery.md": [],
+    "power.md": [],
     "semedo_v1_v2.md": ["semedo2019/sample_data.mat"],
     "park_behaviour.md": ["park2024/230809_mrcuts28_fov4_grat-000_data.mat"],
     "park_study.md": [

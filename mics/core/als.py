@@ -56,6 +56,30 @@ _SKETCH_SEED = 20170
 class _LinearPart:
     """Baseline quantities shared by both operators (from the linear moments)."""
 
+    #: None, or the exact reduction this operator's coordinates come from
+    #: (:mod:`mics.model.reduction`): an object with ``sizes``, the ``(p, q,
+    #: m)`` of the full problem, and ``draw(mode, F)``, which maps random
+    #: draws made in the full space into the operator's coordinates. Every
+    #: size-dependent normalisation (penalties, the HOSVD ridge, the joint
+    #: solve threshold) and every random draw then is the full problem's,
+    #: so the reduced fit is the full fit in other coordinates.
+    embedding = None
+
+    @property
+    def sizes(self):
+        """``(p, q, m)`` of the problem fitted (the full one when reduced)."""
+        return (self.p, self.q, self.m) if self.embedding is None else self.embedding.sizes
+
+    @property
+    def interaction_scale(self):
+        """Mean diagonal of the centred interaction scatter (the relative ridge's scale)."""
+        p, _, m = self.sizes
+        return self._interaction_trace / (p * m)
+
+    def _draw(self, mode, F):
+        """A random draw ``F`` of the full problem's ``mode`` in this operator's coordinates."""
+        return F if self.embedding is None else self.embedding.draw(mode, F)
+
     def _init_linear(self, cm):
         self.n = cm.n
         self.Sxx, self.Sxz, self.Szz = cm.Sxx, cm.Sxz, cm.Szz
@@ -98,7 +122,7 @@ class MomentOperator(_LinearPart):
         # products over contiguous (i, j) planes.
         self.Mab = np.ascontiguousarray(cm.M.transpose(1, 3, 0, 2)).reshape(m * m, p * p)
         self.Sphix, self.Sphiz, self.Sphiy = cm.Sphix, cm.Sphiz, cm.Sphiy
-        self.interaction_scale = float(np.einsum("iaia->", cm.M)) / (self.p * self.m)
+        self._interaction_trace = float(np.einsum("iaia->", cm.M))
 
     def set_baseline(self, B, D, basis=None):
         """Fix the baseline ``(B, D)`` for the channel blocks.
@@ -195,7 +219,7 @@ class DataOperator(_LinearPart):
         )
         # mean diagonal of the centred interaction scatter (relative ridge scale)
         sq = np.sum(np.sum(self.Xc**2, axis=1) * np.sum(self.Zc**2, axis=1))
-        self.interaction_scale = float(sq - np.sum(self.Sxz**2) / self.n) / (self.p * self.m)
+        self._interaction_trace = float(sq - np.sum(self.Sxz**2) / self.n)
 
     def set_baseline(self, B, D, basis=None):
         # The residual R = Yc - Xc B - Zc D is never formed (T x q per joint
@@ -271,7 +295,7 @@ def _contract_pair(N, V):
     return np.einsum("ak,kla->kl", V, NV)
 
 
-def _solve_factor(N, BtB, rhs, alpha, current):
+def _solve_factor(N, BtB, rhs, alpha, current, joint=None):
     """Exact ridge minimisation over one factor matrix given the others.
 
     The design's Gram is ``H[(k, i), (l, j)] = BtB[k, l] N[k, l, i, j]``.
@@ -292,13 +316,16 @@ def _solve_factor(N, BtB, rhs, alpha, current):
     alpha : float
     current : ndarray of shape (d, K)
         Present value (the start of the channel-by-channel update).
+    joint : bool, optional
+        Solve jointly; by default when ``K d <= _JOINT_SOLVE_MAX`` (a
+        reduced operator decides by the full problem's ``d``).
 
     Returns
     -------
     factor : ndarray of shape (d, K)
     """
     K, _, d, _ = N.shape
-    if K * d <= _JOINT_SOLVE_MAX:
+    if (K * d <= _JOINT_SOLVE_MAX) if joint is None else joint:
         N = np.asarray(N)  # the data path forms its blocks lazily
         H = (BtB[:, :, None, None] * N).transpose(0, 2, 1, 3).reshape(K * d, K * d)
         H[np.diag_indices_from(H)] += alpha
@@ -459,13 +486,18 @@ _STEP_GROWTH = 1.5
 _STEP_MAX = 16.0
 
 
-def _als_sweeps(op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None, accelerate=True):
+def _als_sweeps(
+    op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None, accelerate=True, group=None
+):
     """ALS over (source, modulator, target) patterns with the baseline fixed.
 
     ``A`` only seeds the channel-by-channel source update (large problems);
     the first sweep solves for it given ``Bm`` and ``C``. With
     ``accelerate``, each sweep after the first also tries a line-search
     step along the last update (kept only when it lowers the loss).
+    ``group`` (a :class:`mics.core.sparse.GroupPenalty`) replaces the block
+    solves by their group-lasso versions; the loss, and hence every
+    acceptance test, then includes the group penalty.
 
     Returns the state after convergence (or ``max_iter`` sweeps) and
     whether it converged.
@@ -477,21 +509,31 @@ def _als_sweeps(op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None, acceler
     step = _STEP_START
     if A is None:
         A = np.zeros((op.p, Bm.shape[1]))
+    # joint or channel-by-channel solves as the full problem's sizes decide
+    pf, _, mf = op.sizes
+    joint_a = Bm.shape[1] * pf <= _JOINT_SOLVE_MAX
+    joint_c = Bm.shape[1] * mf <= _JOINT_SOLVE_MAX
     for _ in range(max_iter):
-        BtB = Bm.T @ Bm
-        A = _solve_factor(op.gram_source(C), BtB, op.rhs_source(C, Bm), alpha_W, A)
-        N_A = op.gram_modulator(A)
-        C = _solve_factor(N_A, BtB, op.rhs_modulator(A, Bm), alpha_W, C)
-        # the squared error alone is invariant to the rebalancing that follows
-        Bm, H_int, sq_err = _target_block(op, A, C, alpha_W, N_A)
-        A, Bm, C, H_int = _balanced(A, Bm, C, H_int)
-        loss = _penalised(sq_err, A, Bm, C, alpha_W, base_penalty)
+        if group is not None:
+            A, Bm, C, H_int, loss = group.sweep(op, A, Bm, C, alpha_W, base_penalty)
+        else:
+            BtB = Bm.T @ Bm
+            A = _solve_factor(op.gram_source(C), BtB, op.rhs_source(C, Bm), alpha_W, A, joint_a)
+            N_A = op.gram_modulator(A)
+            C = _solve_factor(N_A, BtB, op.rhs_modulator(A, Bm), alpha_W, C, joint_c)
+            # the squared error alone is invariant to the rebalancing that follows
+            Bm, H_int, sq_err = _target_block(op, A, C, alpha_W, N_A)
+            A, Bm, C, H_int = _balanced(A, Bm, C, H_int)
+            loss = _penalised(sq_err, A, Bm, C, alpha_W, base_penalty)
         if accelerate and previous is not None:
             A_e = A + step * (A - previous[0])
             C_e = C + step * (C - previous[1])
-            Bm_e, H_e, sq_e = _target_block(op, A_e, C_e, alpha_W)
-            A_e, Bm_e, C_e, H_e = _balanced(A_e, Bm_e, C_e, H_e)
-            loss_e = _penalised(sq_e, A_e, Bm_e, C_e, alpha_W, base_penalty)
+            if group is not None:
+                A_e, Bm_e, C_e, H_e, loss_e = group.finish(op, A_e, C_e, alpha_W, base_penalty)
+            else:
+                Bm_e, H_e, sq_e = _target_block(op, A_e, C_e, alpha_W)
+                A_e, Bm_e, C_e, H_e = _balanced(A_e, Bm_e, C_e, H_e)
+                loss_e = _penalised(sq_e, A_e, Bm_e, C_e, alpha_W, base_penalty)
             if loss_e < loss:
                 A, Bm, C, H_int, loss = A_e, Bm_e, C_e, H_e, loss_e
                 step = min(step * _STEP_GROWTH, _STEP_MAX)
@@ -536,17 +578,26 @@ def interaction_init(op, B, D, ridge=1e-3, basis=None):
     """
     op.set_baseline(B, D, basis)
     p, m, q = op.p, op.m, op.q
-    ex = ridge * np.trace(op.Sxx) / p
-    ez = ridge * np.trace(op.Szz) / m
+    # the full problem's sizes (those of a reduced operator's embedding):
+    # the ridge, the choice to sketch and the sketch's draws are then its own
+    pf, qf, mf = op.sizes
+    ex = ridge * np.trace(op.Sxx) / pf
+    ez = ridge * np.trace(op.Szz) / mf
     Pz = solve_psd(op.Szz + ez * np.eye(m), np.eye(m))
     # Px = (S_xx + e I)^-1 is applied by solves, never formed: at p = 300 the
     # inverse cost as much again as its products.
     Sxx_e = op.Sxx + ex * np.eye(p)
-    if p * m * q > _EXACT_INIT_MAX:
+    if pf * mf * qf > _EXACT_INIT_MAX:
         rng = np.random.default_rng(_SKETCH_SEED)
         s = _SKETCH_SIZE
-        Wx, Wz, Wy = (rng.standard_normal((d, s)) for d in (p, m, q))
-        PxW = solve_psd(Sxx_e, np.hstack([Wx, rng.standard_normal((p, s))]))
+        # the sketch uses its draws only through products with Phi^T R, so a
+        # reduced operator needs their projections only
+        Wx, Wz, Wy = (
+            op._draw(mode, rng.standard_normal((d, s)))
+            for mode, d in (("source", pf), ("modulator", mf), ("target", qf))
+        )
+        Wx2 = op._draw("source", rng.standard_normal((pf, s)))
+        PxW = solve_psd(Sxx_e, np.hstack([Wx, Wx2]))
         # target sketch: sum_ia W[i,a,j] wx[i,s] wz[a,s] = Phi^T R contracted
         # with (Px wx) and (Pz wz) over the source and modulator modes
         Yb = op.rhs_target(PxW[:, :s], Pz @ Wz)
@@ -610,7 +661,9 @@ class MICFit:
         )
 
 
-def penalties(op, alpha, alpha_channels):
+def penalties(
+    op, alpha, alpha_channels, sparsity=0.0, sparse_on=("source", "target", "modulator")
+):
     """Absolute ridge penalties of a fit from the relative ones (see :class:`mics.MICs`).
 
     Per-sample variance times the number of parameters a component carries:
@@ -625,18 +678,44 @@ def penalties(op, alpha, alpha_channels):
     alpha, alpha_channels : float or None
         Relative penalties on the baseline and on each channel factor
         (``alpha_channels=None`` uses ``alpha``).
+    sparsity : float, default=0.0
+        Relative group-lasso weight on the neurons (rows) of the channel
+        factors (:mod:`mics.core.sparse`): ``sparsity`` times ``2 sqrt(n
+        v_phi v_y)``, with ``v_phi`` the mean per-sample interaction variance
+        and ``v_y`` the mean per-sample target variance. That is the size of
+        the loss gradient at a neuron that carries nothing (per unit norm of
+        the other two patterns), so ``sparsity`` reads as a threshold in
+        standard errors; it grows like ``sqrt(n)``, slower than the data
+        term, as a consistent lasso weight does.
+    sparse_on : "all" or sequence of {"source", "target", "modulator"}
+        Factors whose rows are penalised (also a comma-separated string).
+        The modulator is penalised only when it has more than one column (a
+        population), the source and target only when they have more than
+        one neuron.
 
     Returns
     -------
     dict
-        ``alpha_B`` and ``alpha_W`` for :func:`mics.core.fit_mic_model`.
+        ``alpha_B`` and ``alpha_W`` for :func:`mics.core.fit_mic_model`, and
+        ``group_penalty`` (a :class:`mics.core.sparse.GroupPenalty`) when
+        ``sparsity > 0``.
     """
     alpha_W = alpha if alpha_channels is None else alpha_channels
-    x_var = np.trace(op.Sxx) / (op.p * op.n)
-    return {
-        "alpha_B": alpha * x_var * (op.p + op.q),
-        "alpha_W": alpha_W * op.interaction_scale / op.n * (op.p + op.q + op.m),
+    p, q, m = op.sizes  # a reduced operator's penalties are those of the full problem
+    x_var = np.trace(op.Sxx) / (p * op.n)
+    out = {
+        "alpha_B": alpha * x_var * (p + q),
+        "alpha_W": alpha_W * op.interaction_scale / op.n * (p + q + m),
     }
+    if sparsity:
+        from mics.core.sparse import GroupPenalty, sparse_factors  # imports this module
+
+        lam = sparsity * 2 * np.sqrt(op.interaction_scale * op.tr_yy / (op.q * op.n))
+        dims = {"source": op.p, "target": op.q, "modulator": op.m}
+        names = sparse_factors(sparse_on)
+        on = {name: lam if name in names and dims[name] > 1 else 0.0 for name in dims}
+        out["group_penalty"] = GroupPenalty(**on)
+    return out
 
 
 def cp_tensor(weights, A, Bm, C):
@@ -690,6 +769,7 @@ def fit_mic_model(
     random_state=None,
     warm_start=None,
     accelerate=True,
+    group_penalty=None,
 ):
     """Fit the MIC model in three stages (baseline, modulation, joint).
 
@@ -711,15 +791,21 @@ def fit_mic_model(
     random_state : int, numpy.random.Generator or None
         Seed of the random restarts.
     warm_start : MICFit, optional
-        A fit on the *same* operator with fewer channels (typically K - 1):
-        its target and modulator patterns, completed by the next HOSVD
-        directions, are one more start (see :func:`warm_start_patterns`).
+        A fit on the *same* operator with fewer channels (typically K - 1,
+        the channel path) or as many (another penalty, the penalty path of
+        :mod:`mics.model.penalty_path`): its target and modulator patterns,
+        completed by the next HOSVD directions, are one more start (see
+        :func:`warm_start_patterns`).
         Cross-validation uses it in place of random restarts; it must never
         come from data that include the held-out block.
     accelerate : bool, default=True
         Line search along the last update in the modulation stage (after the
         probe sweeps that choose the start): a step is kept only where it
         lowers the loss, so ``loss_history`` never increases either way.
+    group_penalty : GroupPenalty, optional
+        Group-lasso weights on the neurons of the channel factors
+        (:mod:`mics.core.sparse`, from :func:`penalties` with ``sparsity``);
+        ``loss_history`` then includes that penalty. None: the dense fit.
 
     Returns
     -------
@@ -739,6 +825,7 @@ def fit_mic_model(
             random_state,
             warm_start,
             accelerate,
+            group_penalty,
         )
 
 
@@ -754,7 +841,7 @@ def warm_start_patterns(previous, Ub, Uc, K):
     Parameters
     ----------
     previous : MICFit
-        With ``k < K`` channels.
+        With ``k <= K`` channels.
     Ub : ndarray of shape (q, q)
     Uc : ndarray of shape (m, m)
         HOSVD directions (:func:`interaction_init`).
@@ -787,8 +874,10 @@ def _fit_mic_model(
     random_state,
     warm_start=None,
     accelerate=True,
+    group_penalty=None,
 ):
     rng = np.random.default_rng(random_state)
+    group = group_penalty
     B, D, base_loss, basis = baseline_path(op, [rank], alpha_B)[0]
     p, q, m = op.p, op.q, op.m
     K = n_channels
@@ -818,12 +907,16 @@ def _fit_mic_model(
         cache[key] = interaction_init(op, B, D, basis=basis)
     Ub, Uc = cache[key]
     starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
-    if warm_start is not None and 0 < warm_start.weights.size < K:
+    if warm_start is not None and 0 < warm_start.weights.size <= K:
         starts.append(warm_start_patterns(warm_start, Ub, Uc, K))
+    _, qf, mf = op.sizes
     for _ in range(n_init):
-        Bm0 = rng.standard_normal((q, K))
-        C0 = rng.standard_normal((m, K))
-        starts.append((Bm0 / np.linalg.norm(Bm0, axis=0), C0 / np.linalg.norm(C0, axis=0)))
+        # drawn and normalised in the full space, then mapped: a reduced
+        # operator's restarts are the full problem's
+        Bm0 = rng.standard_normal((qf, K))
+        C0 = rng.standard_normal((mf, K))
+        Bm0, C0 = Bm0 / np.linalg.norm(Bm0, axis=0), C0 / np.linalg.norm(C0, axis=0)
+        starts.append((op._draw("restart_target", Bm0), op._draw("modulator", C0)))
     op.set_baseline(B, D, basis)
     # Every start gets a short run; only the most promising is run to
     # convergence (restarts then cost a few sweeps each, not a full fit).
@@ -852,6 +945,15 @@ def _fit_mic_model(
             accelerate=accelerate,
         )
         history.extend(best.history)
+    if group is not None:
+        # The group penalty starts from the dense fit (its starts probed and
+        # run as above): from a start far from the channel, the first sparse
+        # block can zero every neuron, a stationary point the ALS never
+        # leaves. The history is that of the penalised loss only.
+        best, converged = _als_sweeps(
+            op, best.Bm, best.C, alpha_W, base_penalty, max_iter, tol, best.A, accelerate, group
+        )
+        history = list(best.history)
     n_iter = len(history)
 
     # Stage 3: alternate (baseline | channels) and (channels | baseline).
@@ -861,10 +963,12 @@ def _fit_mic_model(
         prev = history[-1]
         B, D, joint_loss, basis = baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0]
         chan_penalty = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
+        if group is not None:
+            chan_penalty += group.value(A, Bm, C)
         history.append(joint_loss + chan_penalty)
         op.set_baseline(B, D, basis)
         state, _ = _als_sweeps(
-            op, Bm, C, alpha_W, alpha_B * np.sum(B**2), 1, tol, A, accelerate=False
+            op, Bm, C, alpha_W, alpha_B * np.sum(B**2), 1, tol, A, accelerate=False, group=group
         )
         A, Bm, C, H_int = state.A, state.Bm, state.C, state.H_int
         history.append(state.loss)

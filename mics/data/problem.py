@@ -25,6 +25,7 @@ that tells them apart.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -104,7 +105,7 @@ class Problem:
         """The same source and target with another modulator (a null data set)."""
         return replace(self, Z=Z)
 
-    def fold_moments(self, splits, interaction=True):  # pragma: no cover - abstract
+    def fold_moments(self, splits, interaction=True, keep=True):  # pragma: no cover - abstract
         """Raw moments of all samples and, per fold, of its held-out and excluded rows.
 
         Parameters
@@ -113,11 +114,16 @@ class Problem:
             None: the total only (``folds`` is then None).
         interaction : bool
             False for linear moments only (:class:`mics.core.RawLinearMoments`).
+        keep : bool
+            False: hold no fold's moments, but compute each when the fold is
+            read (in memory; the same values): with thousands of neurons
+            the interaction moments of ``cv`` folds would not fit in memory
+            together. Other backends may ignore it.
 
         Returns
         -------
         total : RawMoments or RawLinearMoments
-        folds : list of (train, test, test_moments, excluded_moments) or None
+        folds : sequence of (train, test, test_moments, excluded_moments) or None
         """
         raise NotImplementedError
 
@@ -164,7 +170,7 @@ class Problem:
 class ArrayProblem(Problem):
     """NumPy arrays in memory."""
 
-    def fold_moments(self, splits, interaction=True):
+    def fold_moments(self, splits, interaction=True, keep=True):
         from mics.core.stats import compute_moments
 
         X, Y, Z = self.X, self.Y, self.Z
@@ -172,26 +178,18 @@ class ArrayProblem(Problem):
             return compute_moments(X, Y, Z, interaction=interaction), None
         n = X.shape[0]
         shifts = (X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
-        folds = []
-        for train, test in splits:
-            excluded = np.setdiff1d(np.arange(n), train, assume_unique=True)
-            test_m = compute_moments(
-                X[test], Y[test], Z[test], shifts=shifts, interaction=interaction
-            )
-            if np.array_equal(excluded, np.sort(test)):
-                excl_m = test_m
-            else:
-                excl_m = compute_moments(
-                    X[excluded], Y[excluded], Z[excluded], shifts=shifts, interaction=interaction
-                )
-            folds.append((train, test, test_m, excl_m))
+        splits = list(splits)
+        folds = _ArrayFolds(self, splits, shifts, interaction)
+        if keep:
+            folds = list(folds)
         # When the held-out blocks partition the samples (K-fold without a
-        # gap), the total is the sum of the blocks: one pass over the data.
+        # gap), the total is the sum of the blocks: one pass over the data
+        # (block by block when the folds are not kept: the same sums).
         tests = np.sort(np.concatenate([t for _, t in splits]))
         if np.array_equal(tests, np.arange(n)):
-            total = folds[0][2]
-            for fold in folds[1:]:
-                total = total + fold[2]
+            total = None
+            for fold in folds:
+                total = fold[2] if total is None else total + fold[2]
         else:
             total = compute_moments(X, Y, Z, shifts=shifts, interaction=interaction)
         return total, folds
@@ -236,7 +234,7 @@ class ChunkedProblem(Problem):
 
     in_memory = False
 
-    def fold_moments(self, splits, interaction=True):
+    def fold_moments(self, splits, interaction=True, keep=True):
         from mics.data.chunked import fold_moments
 
         if not interaction:
@@ -333,8 +331,42 @@ class MomentProblem(Problem):
     def splits(self, cv, gap=0):
         return None  # the folds were fixed when the moments were computed
 
-    def fold_moments(self, splits=None, interaction=True):
+    def fold_moments(self, splits=None, interaction=True, keep=True):
         return self.total, self.folds
+
+
+class _ArrayFolds(Sequence):
+    """Fold moments of arrays in memory, computed each time a fold is read.
+
+    ``folds[i]`` is ``(train, test, test_moments, excluded_moments)``, as
+    :meth:`Problem.fold_moments` returns them; reading the folds one after
+    the other holds one fold's moments at a time, whatever the number of
+    folds (each read costs a pass over that fold's rows: about one pass over
+    the data per stage of a selection).
+    """
+
+    def __init__(self, problem, splits, shifts, interaction):
+        self.problem, self.splits = problem, splits
+        self.shifts, self.interaction = shifts, interaction
+
+    def __len__(self):
+        return len(self.splits)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        from mics.core.stats import compute_moments
+
+        X, Y, Z = self.problem.X, self.problem.Y, self.problem.Z
+        train, test = self.splits[i]
+        excluded = np.setdiff1d(np.arange(X.shape[0]), train, assume_unique=True)
+        kw = {"shifts": self.shifts, "interaction": self.interaction}
+        test_m = compute_moments(X[test], Y[test], Z[test], **kw)
+        if np.array_equal(excluded, np.sort(test)):
+            excl_m = test_m
+        else:
+            excl_m = compute_moments(X[excluded], Y[excluded], Z[excluded], **kw)
+        return train, test, test_m, excl_m
 
 
 def _args(item):

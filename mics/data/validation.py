@@ -21,6 +21,7 @@ __all__ = [
     "check_count",
     "check_fraction",
     "check_folds",
+    "check_sparsity",
 ]
 
 
@@ -226,7 +227,66 @@ def check_modulator(Z, n_samples):
     return Z
 
 
-def check_alpha(alpha, name="alpha"):
-    """A penalty: a non-negative finite number."""
-    if not np.isscalar(alpha) or not np.isfinite(alpha) or alpha < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {alpha!r}.")
+def check_alpha(alpha, name="alpha", choose=False):
+    """A penalty: a non-negative finite number, or (``choose``) candidates for CV.
+
+    Parameters
+    ----------
+    alpha : object
+        What the user passed.
+    name : str
+        The argument's name, as the user wrote it.
+    choose : bool, default=False
+        Also accept ``"cv"`` (the default grid of
+        :mod:`mics.model.penalty_path`) and a non-empty sequence of
+        non-negative finite numbers (the candidates), as :class:`mics.MICs`
+        does.
+
+    Returns
+    -------
+    float, str or tuple of float
+    """
+    if choose and isinstance(alpha, str) and alpha == "cv":
+        return alpha
+    if choose and not isinstance(alpha, str) and np.ndim(alpha) == 1:
+        values = tuple(alpha)
+        if values and all(_is_penalty(a) for a in values):
+            return tuple(float(a) for a in values)
+        raise ValueError(
+            f"{name} candidates must be a non-empty sequence of non-negative finite "
+            f"numbers, got {alpha!r}."
+        )
+    if not _is_penalty(alpha):
+        also = ', "cv" or a sequence of candidate values' if choose else ""
+        raise ValueError(f"{name} must be a non-negative finite number{also}, got {alpha!r}.")
+    return alpha
+
+
+def _is_penalty(alpha):
+    # a string or bool is a scalar to NumPy, but not a penalty
+    if isinstance(alpha, (str, bool, np.bool_)) or not np.isscalar(alpha):
+        return False
+    return isinstance(alpha, numbers.Real) and bool(np.isfinite(alpha)) and alpha >= 0
+
+
+_SPARSE_FACTORS = ("source", "target", "modulator")
+
+
+def check_sparsity(sparsity, sparse_on):
+    """The group-lasso settings of :class:`mics.MICs`: a non-negative weight and factor names."""
+    ok = isinstance(sparsity, numbers.Real) and not isinstance(sparsity, (bool, np.bool_))
+    if not ok or not np.isfinite(sparsity) or sparsity < 0:
+        raise ValueError(f"sparsity must be a non-negative finite number, got {sparsity!r}.")
+    if isinstance(sparse_on, str):
+        names = () if sparse_on == "all" else [n.strip() for n in sparse_on.split(",")]
+    else:
+        try:
+            names = tuple(sparse_on)
+        except TypeError:
+            names = (sparse_on,)
+    unknown = [n for n in names if n not in _SPARSE_FACTORS]
+    if unknown or (not isinstance(sparse_on, str) and not names):
+        raise ValueError(
+            f'sparse_on must be "all" or name factors among {_SPARSE_FACTORS} (a sequence '
+            f'or a comma-separated string such as "source,target"), got {sparse_on!r}.'
+        )

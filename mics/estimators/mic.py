@@ -27,6 +27,7 @@ from mics.estimators.base import (
 from mics.estimators.persistence import load, register, save
 from mics.estimators.rrr import ReducedRankRegression, ReducedRankRegressionCV
 from mics.model.fit import fit_problem
+from mics.model.penalty_path import chooses_penalties, chosen_penalties
 from mics.model.selection import prefixed
 
 __all__ = ["MICs", "load"]
@@ -53,19 +54,34 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         Baseline rank ``r``; None selects it by blocked cross-validation.
     n_channels : int or None, default=None
         Number of channels ``K``; None selects it (0 means no modulation found).
-    alpha : float, default=0.05
+    alpha : float, "cv" or sequence of float, default=0.05
         Ridge penalty on the baseline, relative to the data: ``alpha`` times
         the mean per-sample source variance times ``p + q`` (the parameters
         of one communication dimension). It grows with dimension, where
         shrinkage pays, not with the number of samples. Both penalties are
         defined on the standardised inputs (see Notes), so they do not
-        depend on the units of X, Y or Z.
-    alpha_channels : float or None, default=0.25
+        depend on the units of X, Y or Z. "cv" chooses it on the selection's
+        folds from ``mics.model.penalty_path.ALPHA_GRID`` (0.8 to 0.00625 in
+        factors of 2), a sequence from the values given: the
+        candidate with the smallest mean held-out loss of the channel-free
+        model (at ``rank``, or at each candidate's best rank). The chosen
+        value is ``alpha_``.
+    alpha_channels : float, "cv", sequence of float or None, default=0.25
         Ridge penalty on each channel factor, relative in the same way:
         times the mean per-sample interaction variance times ``p + q + m``.
         None uses ``alpha``. The defaults were chosen on simulations with
         T = 300-500 samples for p = 150, q = 100 (see ``studies/validation/recovery.py``);
-        lower them when samples are plentiful.
+        lower them when samples are plentiful. "cv" (grid
+        ``mics.model.penalty_path.ALPHA_CHANNELS_GRID``, 1 to 1/128 in
+        factors of 2) or a
+        sequence chooses it on the same folds, after the number of channels
+        (selected at the candidate nearest 0.25): a warm-started path from
+        the largest candidate to the smallest at the selected rank and
+        ``K``, the smallest mean held-out loss chosen (``alpha_channels_``;
+        the fold losses are in ``cv_results_``). It costs one channel fit
+        per candidate and fold, also when ``rank`` and ``n_channels`` are
+        fixed (then the folds serve the penalties only); with ``K = 0`` it
+        keeps the candidate nearest 0.25.
     n_init : int, default=3
         Random restarts in addition to the deterministic HOSVD start.
     max_iter : int, default=200
@@ -119,6 +135,32 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         0 silences progress bars.
     random_state : int, RandomState or None, default=None
         Seeds the random restarts; fixes every fit.
+    sparsity : float, default=0.0
+        Group-lasso weight that sets whole neurons to zero in the channel
+        patterns (an elastic net with ``alpha_channels``): a source neuron is
+        in or out of every channel at once, likewise a target neuron and,
+        when Z is a population, a modulator neuron. Relative to the data (in
+        standard errors of the loss gradient at a neuron that carries
+        nothing, see :func:`mics.core.penalties`), so it does not depend on
+        units; 0 is the dense fit. Applies to the selection's fold fits and
+        the final fit. See ``docs/guide/members.md`` and
+        :func:`mics.stability_selection` for how sure each membership is.
+    sparse_on : str or sequence of str, default="all"
+        Which patterns get the group lasso: "all" (source, target and
+        modulator; the modulator only when it has more than one column), or
+        some of "source", "target", "modulator" as a sequence or a
+        comma-separated string ("source,target", which is saved with the
+        model).
+    source_components, target_components, modulator_components : int or None, default=None
+        Fit that population on its first ``k`` principal components (of
+        the training data) instead of its neurons, as is often done with
+        thousands of neurons: faster, and **approximate** (the variance
+        kept is in ``reduction_``). Patterns, coefficients and predictions
+        are mapped back to the neurons. None (the default) keeps every
+        neuron; a population with more neurons than samples is then fitted
+        in the coordinates of its samples' span, which is exact (see
+        ``docs/guide/many_neurons.md``). Ignored with ``sparsity > 0`` and
+        for inputs not in memory.
 
     Attributes
     ----------
@@ -147,11 +189,28 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
     converged_ : bool
     solver_ : str
         "moments" or "data".
+    reduction_ : dict
+        Populations fitted in fewer coordinates than neurons, e.g.
+        ``{"source_neurons": 3000, "source_coordinates": 2000,
+        "source_exact": True, "source_variance_kept": 1.0}``: exact when a
+        population has more neurons than samples, approximate with
+        ``source_components`` and the like (``target_...``,
+        ``modulator_...`` likewise). Empty when every population was fitted
+        on its neurons.
     cv_results_ : dict
         When selection ran: per-candidate fold losses (NSE) for the rank and
         channel stages (the channel counts scored under ``n_channels``), and
         ``n_channels_n_capped``: per channel count, the fold fits that
-        stopped at ``max_iter``.
+        stopped at ``max_iter``. With penalties chosen by CV also
+        ``alpha`` / ``alpha_channels`` (candidates, largest first) with
+        their ``_fold_loss`` (n_candidates, n_folds), ``_mean_loss``,
+        ``_sem_loss`` and ``_best_index``; ``alpha_rank`` and
+        ``alpha_channels_penalised_loss`` (see
+        :func:`mics.model.penalty_path.select_with_penalties`).
+    alpha_, alpha_channels_ : float
+        The relative penalties of the final fit: as given, or chosen by CV
+        (``alpha_channels_`` is ``alpha_`` when ``alpha_channels`` is None).
+        Set when a modulator is given.
     source_scale_, target_scale_ : float
         Root mean per-neuron standard deviation of X and of Y (training data).
     modulator_scale_ : ndarray of shape (n_modulators,)
@@ -196,6 +255,11 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         n_jobs=None,
         verbose=1,
         random_state=None,
+        sparsity=0.0,
+        sparse_on="all",
+        source_components=None,
+        target_components=None,
+        modulator_components=None,
     ):
         self.rank = rank
         self.n_channels = n_channels
@@ -214,6 +278,11 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
+        self.sparsity = sparsity
+        self.sparse_on = sparse_on
+        self.source_components = source_components
+        self.target_components = target_components
+        self.modulator_components = modulator_components
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, Z=None, groups=None):
@@ -255,9 +324,9 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         -------
         self
         """
-        check_alpha(self.alpha)
+        check_alpha(self.alpha, choose=True)
         if self.alpha_channels is not None:
-            check_alpha(self.alpha_channels, "alpha_channels")
+            check_alpha(self.alpha_channels, "alpha_channels", choose=True)
         self._labels = problem.labels
         if not problem.has_modulator and not problem.in_memory:
             raise ValueError(
@@ -269,8 +338,12 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
             return self._label_outputs()
         outcome = fit_problem(self.get_params(deep=False), problem)
         self.solver_ = outcome.solver
+        self.reduction_ = {} if outcome.reduction is None else outcome.reduction.summary()
         if outcome.cv_results is not None:
             self.cv_results_ = outcome.cv_results
+        self.alpha_, self.alpha_channels_ = chosen_penalties(
+            self.get_params(deep=False), outcome.cv_results
+        )
         if not problem.in_memory:
             self.n_features_in_ = problem.shape[1]
             if hasattr(self, "feature_names_in_"):
@@ -356,11 +429,12 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
             total = total + b
         check_interaction(total)
         folds = None
-        if self.rank is None or self.n_channels is None:
+        if self.rank is None or self.n_channels is None or chooses_penalties(self.get_params()):
             if len(blocks) < 2:
                 raise ValueError(
-                    "selecting rank or n_channels needs the moments of at least two blocks "
-                    "(each is held out in turn); pass a list of block moments or fix both."
+                    "selecting rank or n_channels (or a penalty) needs the moments of at "
+                    "least two blocks (each is held out in turn); pass a list of block "
+                    "moments or fix them."
                 )
             folds = [(None, None, b, b) for b in blocks]
         if total.n < 2:
@@ -426,6 +500,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         self.rank_ = int(rank)
         self.n_channels_ = 0
         self.solver_ = "moments"
+        self.reduction_ = {}
         self.source_mean_ = X.mean(axis=0)
         self.modulator_mean_ = np.zeros(0)
         self.source_covariance_ = np.atleast_2d(np.cov(X, rowvar=False))
@@ -581,6 +656,66 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         from mics.model.decomposition import decompose
 
         return decompose(self, metric=metric)
+
+    def heldout_gains(self):
+        """Per-channel held-out gains from the selection's CV table.
+
+        Returns
+        -------
+        gains : ndarray of shape (k,)
+            ``gains[j]``: the fraction of held-out target variance the
+            ``(j + 1)``-th channel adds (mean NSE of ``j`` channels minus that
+            of ``j + 1``, on the selection's folds), for ``k = max(n_channels_,
+            1)`` channels; they sum to the channels' effect size. None when no
+            channel selection ran (``n_channels`` fixed).
+        """
+        check_is_fitted(self)
+        res = getattr(self, "cv_results_", None) or {}
+        if "n_channels_mean_loss" not in res:
+            return None
+        k = max(self.n_channels_, 1)
+        loss = np.asarray(res["n_channels_mean_loss"])[: k + 1]
+        return -np.diff(loss) if loss.size == k + 1 else None
+
+    def summary(self, test=None, power=None, alpha=0.05):
+        """One sentence on the fit (and on its test, when given).
+
+        Parameters
+        ----------
+        test : ModulationTest, optional
+            :func:`mics.test_modulation` on the same data: its verdict and
+            the effect size's bootstrap interval are quoted.
+        power : PowerAnalysis or float, optional
+            A :func:`mics.power_analysis` of the same data (its minimum
+            detectable effect is quoted with the test).
+        alpha : float
+            Level at which the test's "detected" is said.
+
+        Returns
+        -------
+        str
+        """
+        check_is_fitted(self)
+        K, r = self.n_channels_, self.rank_
+        head = f"MICs at rank {r} with {K} channel(s)"
+        gains = self.heldout_gains()
+        if gains is None:
+            text = f"{head} (fixed, so no held-out effect size: run mics.test_modulation)."
+        elif K == 0:
+            text = (
+                f"{head}: channels do not improve held-out prediction at this sample size "
+                f"(selected K = 0; one channel would explain {100 * gains.sum():.2g}% of the "
+                "held-out target variance beyond the additive model)."
+            )
+        else:
+            per = ", ".join(f"{100 * g:.2g}%" for g in gains)
+            text = (
+                f"{head}: the channels explain {100 * gains.sum():.2g}% of the held-out target "
+                f"variance beyond the additive model (cross-validated; per channel {per})."
+            )
+        if test is not None:
+            text += " " + test.summary(power=power, alpha=alpha)
+        return text
 
     # ---------------------------------------------------------------- saving
     def to_netcdf(self, path):

@@ -18,6 +18,7 @@ from sklearn.utils import check_random_state
 from mics.core.als import DataOperator, MICFit, MomentOperator, fit_mic_model, penalties
 from mics.core.linalg import single_blas_thread
 from mics.core.scales import InputScales, restore_fit
+from mics.core.sparse import sparse_settings
 from mics.core.stats import (
     CenteredMoments,
     RawLinearMoments,
@@ -26,9 +27,22 @@ from mics.core.stats import (
     compute_moments,
     moment_nbytes,
 )
-from mics.data.validation import check_alpha, check_count, check_folds, check_rank
-from mics.model.selection import select_from_moments
-from mics.model.solver import choose_solver_for
+from mics.data.validation import (
+    check_alpha,
+    check_count,
+    check_folds,
+    check_rank,
+    check_sparsity,
+)
+from mics.model.penalty_path import chooses_penalties, select_with_penalties
+from mics.model.reduction import (
+    Reduction,
+    check_components,
+    plan_reduction,
+    planned_sizes,
+    reduce_inputs,
+)
+from mics.model.solver import choose_solver_for, warn_if_slow
 
 __all__ = ["FitOutcome", "check_params", "fit_from_moments", "fit_problem"]
 
@@ -72,6 +86,7 @@ def check_params(params, p, q, m):
     tol = params.tol
     if not isinstance(tol, numbers.Real) or isinstance(tol, bool) or not 0 <= tol < np.inf:
         raise ValueError(f"tol must be a non-negative finite number, got {tol!r}.")
+    check_sparsity(getattr(params, "sparsity", 0.0), getattr(params, "sparse_on", "all"))
     if not selecting:
         return
     check_count(params.max_rank, "max_rank", 0)
@@ -182,6 +197,9 @@ class FitOutcome:
     moments : CenteredMoments or None
         Linear moments of all samples in the user's units (means, scatters).
     scales : InputScales or None
+    reduction : Reduction or None
+        The coordinates the populations were fitted in, when some were
+        reduced (:mod:`mics.model.reduction`); the fit is mapped back.
     """
 
     rank: int
@@ -191,6 +209,7 @@ class FitOutcome:
     fit: MICFit | None = None
     moments: CenteredMoments | None = None
     scales: InputScales | None = None
+    reduction: Reduction | None = None
 
 
 def fit_problem(params, problem, *, cv_only=False):
@@ -218,16 +237,29 @@ def fit_problem(params, problem, *, cv_only=False):
     """
     n, p, q, m = problem.shape
     check_params(params, p, q, m)
+    check_components(params)
     config = SimpleNamespace(**params)
     rng = check_random_state(config.random_state)
+    # Penalties chosen by CV need the folds even when the sizes are fixed.
     fixed = config.rank is not None and config.n_channels is not None
+    fixed = fixed and not chooses_penalties(config)
+    # Populations larger than the number of samples (or asked to principal
+    # components) are fitted in fewer coordinates (mics.model.reduction).
+    # The group lasso on neurons is not invariant to a change of basis, so
+    # a sparse fit keeps its neurons.
+    plan = None
+    if problem.in_memory and not getattr(config, "sparsity", 0.0):
+        plan = plan_reduction(params, n, p, q, m)
+    reduction = None
     if problem.in_memory:
-        config.solver_ = choose_solver_for(params, n, p, m, q)
+        p_, q_, m_ = planned_sizes(plan, params, n, p, q, m)
+        config.solver_ = choose_solver_for(params, n, p_, m_, q_)
+        warn_if_slow(params, n, (p, q, m), (p_, q_, m_), config.solver_)
     else:
         config.solver_ = check_moment_solver(params, p, q, m)
     splits = None if fixed else problem.splits(config.cv, config.gap)
     data = None  # the standardised arrays, when the data path or its selection needs them
-    if not problem.in_memory or (fixed and config.solver_ == "moments"):
+    if not problem.in_memory or (fixed and config.solver_ == "moments" and plan is None):
         # Raw moments as given: the scales and the standardised moments
         # follow from them exactly, with no variance pass and no
         # standardised copies of the data (about 25 ms and 64 MB at
@@ -245,35 +277,53 @@ def fit_problem(params, problem, *, cv_only=False):
     else:
         scales = InputScales.from_data(problem.X, problem.Y, problem.Z)
         data = scales.standardize(problem.X, problem.Y, problem.Z)
-        if fixed:  # the data path's linear moments
-            total, folds = compute_moments(*data, interaction=False), None
+        if plan is not None:
+            # after the standardisation: the scales are the full data's. The
+            # fold fits find the reduction on the config (one basis of all
+            # rows serves every fold: see mics.model.reduction).
+            reduction, data = reduce_inputs(plan, params, *data)
+            config.embedding_ = reduction
+        if fixed:  # the data path's linear moments (all of them when reduced on moments)
+            total, folds = compute_moments(*data, interaction=config.solver_ == "moments"), None
         else:
             standardised = replace(problem, X=data[0], Y=data[1], Z=data[2])
-            total, folds = standardised.fold_moments(
-                splits, interaction=config.solver_ == "moments"
-            )
+            moments = config.solver_ == "moments"
+            # Held together, the folds' interaction moments multiply their
+            # memory by cv (11 copies of 512 MB at p = 2000, m = 3): past
+            # the moment budget (memory_limit) each fold's are computed when
+            # its fits need them instead, the same values, one fold at a
+            # time, for about one more pass over the data per stage.
+            nbytes = len(splits) * moment_nbytes(p_, m_, q_)
+            keep = not moments or nbytes <= config.memory_limit
+            total, folds = standardised.fold_moments(splits, interaction=moments, keep=keep)
     if folds is not None:
-        rank, n_channels, cv_results = select_from_moments(config, total, folds, rng, data)
+        # sets config.alpha and alpha_channels to the chosen values, where asked
+        rank, n_channels, cv_results = select_with_penalties(
+            config, total, folds, rng, data, channels=not cv_only
+        )
         if cv_only:
             return FitOutcome(rank, n_channels, cv_results, config.solver_)
     else:
         rank, n_channels, cv_results = int(config.rank), int(config.n_channels), None
     cm = total.centered()
     op = MomentOperator(cm) if config.solver_ == "moments" else DataOperator(cm, *data)
+    op.embedding = reduction
     result = fit_mic_model(
         op,
         rank,
         n_channels,
-        **penalties(op, config.alpha, config.alpha_channels),
+        **penalties(op, config.alpha, config.alpha_channels, **sparse_settings(config)),
         n_init=config.n_init,
         max_iter=config.max_iter,
         tol=config.tol,
         random_state=rng.randint(np.iinfo(np.int32).max),
     )
+    if reduction is not None:  # patterns over neurons again
+        result, cm = reduction.restore_fit(result), reduction.restore_moments(cm)
     cm = scales.restore_moments(cm, interaction=False)
     with single_blas_thread():  # small SVDs, see fit_mic_model
         result = restore_fit(result, scales)
-    return FitOutcome(rank, n_channels, cv_results, config.solver_, result, cm, scales)
+    return FitOutcome(rank, n_channels, cv_results, config.solver_, result, cm, scales, reduction)
 
 
 def check_moment_solver(params, p, q, m):

@@ -25,6 +25,7 @@ from mics.core.heldout import (
 )
 from mics.core.linalg import single_blas_thread
 from mics.core.rrr import fit_reduced_rank, reduced_rank_path_from_sums
+from mics.core.sparse import sparse_settings
 from mics.core.stats import RawLinearMoments
 
 __all__ = [
@@ -209,9 +210,12 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
             op = MomentOperator(cm)
         else:
             op = DataOperator(cm, *data, rows=train)
+        # reduced coordinates (mics.model.reduction): the full problem's
+        # penalties and draws; the basis of all rows holds every fold's
+        op.embedding = getattr(estimator, "embedding_", None)
         if state is not None:
             op.__dict__.update(state.get("caches", {}))
-    pen = penalties(op, estimator.alpha, estimator.alpha_channels)
+    pen = penalties(op, estimator.alpha, estimator.alpha_channels, **sparse_settings(estimator))
     if stage == "rank":
         baselines = baseline_path(op, candidates, pen["alpha_B"])
         fits = [(B, D, None, V) for B, D, _, V in baselines]
@@ -332,6 +336,9 @@ def select_from_moments(estimator, total, folds, rng, data=None):
         p, m, q = total.x_shift.size, total.z_shift.size, total.y_shift.size
     else:
         p, m, q = total.G.shape[0] - 1, total.G.shape[1] - 1, total.Gy.shape[2]
+    embedding = getattr(estimator, "embedding_", None)
+    if embedding is not None:  # the candidates are the full problem's
+        p, q, m = embedding.sizes
     # Set once, before any worker thread starts: the fold fits are small dense
     # solves (see fit_mic_model), and per-thread limits would race.
     with single_blas_thread():

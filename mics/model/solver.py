@@ -26,10 +26,11 @@ faster one (``results/population/solver_choice.txt``).
 from __future__ import annotations
 
 import numbers
+import warnings
 
 from mics.core.stats import moment_nbytes
 
-__all__ = ["path_costs", "choose_solver", "choose_solver_for"]
+__all__ = ["path_costs", "choose_solver", "choose_solver_for", "estimated_seconds", "warn_if_slow"]
 
 # Typical sweeps of one fit (restarts' probes, modulation and joint stages),
 # unless the estimator's max_iter caps them lower.
@@ -124,6 +125,11 @@ def choose_solver_for(params, n, p, m, q):
     """
     if params["solver"] != "auto":
         return params["solver"]
+    return choose_solver(n, p, q, m, memory_limit=params["memory_limit"], **_workload(params))
+
+
+def _workload(params):
+    """The fits and held-out scores an estimator with ``params`` runs (:func:`path_costs`)."""
     rank, n_channels, cv = params["rank"], params["n_channels"], params["cv"]
     selecting = rank is None or n_channels is None
     n_folds = (cv if isinstance(cv, numbers.Integral) else 10) if selecting else 0
@@ -131,15 +137,72 @@ def choose_solver_for(params, n, p, m, q):
     n_candidates = (params["max_rank"] + 1 if rank is None else 0) + (
         params["max_channels"] + 1 if n_channels is None else 1
     )
-    return choose_solver(
-        n,
-        p,
-        q,
-        m,
-        memory_limit=params["memory_limit"],
-        n_channels=n_channels or 1,
-        n_fits=n_fits,
-        n_folds=n_folds,
-        n_candidates=n_candidates,
-        max_iter=params["max_iter"],
+    return {
+        "n_channels": n_channels or 1,
+        "n_fits": n_fits,
+        "n_folds": n_folds,
+        "n_candidates": n_candidates,
+        "max_iter": params["max_iter"],
+    }
+
+
+# Data-path (BLAS) flops a second that the warning below assumes. Issue 34's
+# measurements on 2 cores (T = 20000, p = 1000 and 2000, q = 500, m = 3:
+# fixed fits of 5.8 and 19.7 s, the default selection 26 s) ran 4 to 8
+# times faster than path_costs at 2e10 a second: its sweep counts are caps.
+_FLOPS_PER_SECOND = 8e10
+# Estimated seconds above which a fit warns.
+_SLOW_SECONDS = 120.0
+
+
+def estimated_seconds(params, n, sizes, solver):
+    """Rough wall time of a fit with ``params`` on ``n`` samples of the given ``(p, q, m)``.
+
+    From :func:`path_costs` at an assumed ``_FLOPS_PER_SECOND``: good to a
+    small factor, enough to tell a minute from an hour.
+    """
+    p, q, m = sizes
+    work = _workload(params)
+    costs = path_costs(n, p, q, m, **work)
+    # The factor solves, the same on both paths (so path_costs leaves them
+    # out): per sweep K Cholesky factorisations of d x d (channel by
+    # channel) or one of K d x K d, for the source and the modulator.
+    K = work["n_channels"]
+    sweeps = min(_SWEEPS_PER_FIT, int(work["max_iter"]))
+    solves = sum(K * d**3 / 3 if K * d > 256 else (K * d) ** 3 / 3 for d in (p, m))
+    return (costs[solver][0] + work["n_fits"] * sweeps * solves) / _FLOPS_PER_SECOND
+
+
+def warn_if_slow(params, n, sizes, fitted_sizes, solver):
+    """Warn when the chosen path is estimated to take long, naming what would help.
+
+    Parameters
+    ----------
+    params : dict
+        The estimator's parameters.
+    n : int
+        Samples.
+    sizes : tuple of int
+        ``(p, q, m)`` of the data.
+    fitted_sizes : tuple of int
+        ``(p, q, m)`` of the coordinates fitted (smaller where a population
+        has more neurons than samples, or principal components were asked).
+    solver : str
+    """
+    seconds = estimated_seconds(params, n, fitted_sizes, solver)
+    if seconds <= _SLOW_SECONDS:
+        return
+    helps = []
+    names = ("source_components", "target_components", "modulator_components")
+    for name, d in zip(names, fitted_sizes, strict=True):
+        if d > 200 and params.get(name) is None:
+            helps.append(f"{name}=k (k principal components, approximate)")
+    if params["rank"] is None or params["n_channels"] is None:
+        helps.append("fixed rank and n_channels (no selection), or a smaller cv or max_channels")
+    p, q, m = sizes
+    warnings.warn(
+        f"this fit (T={n}, p={p}, q={q}, m={m}, solver={solver!r}) is estimated to take "
+        f"about {seconds / 60:.0f} min. What helps: " + "; ".join(helps) + ".",
+        UserWarning,
+        stacklevel=4,
     )

@@ -14,22 +14,34 @@ The figures live in small modules by what they show:
   bootstrap intervals on the decomposition;
 - :mod:`mics.plotting.state`: communication at low vs high modulator and
   each channel's gain against each modulator;
+- :mod:`mics.plotting.asymmetry`: source- against target-side
+  reconfiguration (:func:`mics.asymmetry`);
 - :mod:`mics.plotting.lags`: a lag scan's communication and modulation
-  against the source's lead.
+  against the source's lead;
+- :mod:`mics.plotting.power`: a power analysis's detection rates against
+  the planted strength;
+- :mod:`mics.plotting.members`: which neurons carry each channel (sparse
+  fits, stability selection).
 """
 
 from mics.plotting import model as _model
+from mics.plotting.asymmetry import plot_asymmetry
 from mics.plotting.inference import plot_bootstrap_intervals, plot_null_distribution
 from mics.plotting.lags import plot_lag_scan
+from mics.plotting.members import plot_members
 from mics.plotting.model import *  # noqa: F403
+from mics.plotting.power import plot_power
 from mics.plotting.state import plot_channel_gain, plot_state_communication, state_angles
 
 __all__ = [
     *_model.__all__,
+    "plot_asymmetry",
     "plot_bootstrap_intervals",
     "plot_channel_gain",
     "plot_lag_scan",
+    "plot_members",
     "plot_null_distribution",
+    "plot_power",
     "plot_state_communication",
     "state_angles",
 ]

@@ -105,6 +105,11 @@ class GroundTruth:
     gating_neurons : ndarray of int
         Modulator columns that carry the gating (where ``modulator_patterns_``
         is non-zero), sorted.
+    source_members_, target_members_, modulator_members_ : ndarray of bool or None
+        Shapes (n_source, n_channels_), (n_target, n_channels_),
+        (n_modulators, n_channels_): the neurons that carry each channel
+        (non-zero pattern entries). Set when ``simulate`` plants channels on
+        subsets of neurons (``source_members`` / ``target_members``).
     source_rates, target_rates : ndarray of shape (n_samples, n_neurons) or None
         With the calcium observation model only: the latent (centred) source
         activity and target activity the parameters above describe; the
@@ -128,6 +133,9 @@ class GroundTruth:
     gating_neurons: np.ndarray | None = field(default=None, repr=False)
     source_rates: np.ndarray | None = field(default=None, repr=False)
     target_rates: np.ndarray | None = field(default=None, repr=False)
+    source_members_: np.ndarray | None = field(default=None, repr=False)
+    target_members_: np.ndarray | None = field(default=None, repr=False)
+    modulator_members_: np.ndarray | None = field(default=None, repr=False)
 
     def __repr__(self):
         p, q = self.coef_.shape[1], self.coef_.shape[0]
@@ -220,6 +228,8 @@ def simulate(
     *,
     additive_snr=0.2,
     n_gating=None,
+    source_members=None,
+    target_members=None,
 ):
     """Simulate source, modulator and target activity with known channels.
 
@@ -287,6 +297,19 @@ def simulate(
         modulator patterns; the patterns are zero on the others. None: all of
         them, except for ``modulator_kind="population"`` where it is
         ``min(m, max(K, 3, m // 4))`` -- a subset of the population gates.
+    source_members, target_members : float, int or None
+        Plant each channel on a subset of the source (target) neurons: a
+        fraction in (0, 1) of the population or a number of neurons (at
+        least 1), drawn at random for each channel. The pattern is zero off
+        its members and on them has random signs and magnitudes uniform in
+        [0.5, 1] before normalisation, so every member carries a visible
+        share (a member with a near-zero weight could not be recovered by
+        any method). ``geometry`` must then be ``"random"``: a pattern
+        confined to a few neurons cannot also be placed in or out of the
+        baseline subspace. The true members are returned as
+        ``truth.source_members_``, ``truth.target_members_`` and
+        ``truth.modulator_members_``. None (default): dense patterns, and
+        the draws are those of earlier versions.
 
     Returns
     -------
@@ -342,6 +365,13 @@ def simulate(
     if n_gating > m:
         raise ValueError(f"n_gating={n_gating} exceeds n_modulators={m}.")
     _warn_if_not_identifiable(K, p, q, m)
+    n_src_members = _check_members(source_members, "source_members", p)
+    n_tgt_members = _check_members(target_members, "target_members", q)
+    if (n_src_members or n_tgt_members) and any(g != "random" for g in geometries):
+        raise ValueError(
+            "source_members / target_members need geometry='random': a pattern on a "
+            "subset of neurons cannot also be placed in or out of the baseline subspace."
+        )
 
     rng = check_random_state(random_state)
 
@@ -361,6 +391,11 @@ def simulate(
         gating = np.sort(rng.choice(m, size=n_gating, replace=False))
         C = np.zeros((m, K))
         C[gating] = _random_directions(rng, n_gating, K)
+    # Drawn only when asked for, so dense simulations keep their draws.
+    if n_src_members:
+        A = _member_patterns(rng, p, K, n_src_members)
+    if n_tgt_members:
+        Bpat = _member_patterns(rng, q, K, n_tgt_members)
     sign_a, sign_b = canonical_signs(A), canonical_signs(Bpat)
     A, Bpat, C = A * sign_a, Bpat * sign_b, C * (sign_a * sign_b)
     lam = _CHANNEL_DECAY ** np.arange(K, dtype=float)
@@ -403,6 +438,10 @@ def simulate(
         geometry=list(geometries),
         gating_neurons=gating,
     )
+    if n_src_members or n_tgt_members:
+        truth.source_members_ = A != 0
+        truth.target_members_ = Bpat != 0
+        truth.modulator_members_ = C != 0
     if calcium is not None:
         truth.source_rates, truth.target_rates = X, Y
         X = _calcium_traces(rng, X, **calcium)
@@ -411,6 +450,32 @@ def simulate(
 
 
 # --------------------------------------------------------------------- checks
+
+
+def _check_members(value, name, n):
+    """Number of member neurons of a population of ``n`` (0: the option is off)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a fraction in (0, 1) or a count, got {value!r}.")
+    if isinstance(value, numbers.Integral) or value >= 1:
+        count = int(value)
+        if count != value or not 1 <= count <= n:
+            raise ValueError(f"{name}={value!r} must be a count between 1 and {n}.")
+        return count
+    if not 0 < value < 1:
+        raise ValueError(f"{name} must be a fraction in (0, 1) or a count, got {value!r}.")
+    return max(1, int(round(value * n)))
+
+
+def _member_patterns(rng, n, K, n_members):
+    """Unit patterns (n, K), each on ``n_members`` random neurons with weights of similar size."""
+    patterns = np.zeros((n, K))
+    for k in range(K):
+        members = rng.choice(n, size=n_members, replace=False)
+        weights = rng.uniform(0.5, 1.0, n_members) * rng.choice([-1.0, 1.0], n_members)
+        patterns[members, k] = weights / np.linalg.norm(weights)
+    return patterns
 
 
 def check_int(value, name, minimum):

@@ -7,13 +7,22 @@ from mics.workflows.inference import (
     test_modulation,
 )
 from mics.workflows.lags import lag_scan
+from mics.workflows.power import PowerAnalysis, power_analysis
+from mics.workflows.reconfiguration import asymmetry
 from mics.workflows.sessions import fit_each_session
+from mics.workflows.stability import choose_sparsity, member_table, stability_selection
 
 __all__ = [
     "ModulationTest",
+    "PowerAnalysis",
+    "asymmetry",
     "bootstrap_channels",
+    "choose_sparsity",
     "fit_each_session",
     "format_p_value",
     "lag_scan",
+    "member_table",
+    "power_analysis",
+    "stability_selection",
     "test_modulation",
 ]

@@ -12,7 +12,7 @@ course kept), and the bootstrap draws whole trials.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -27,7 +27,14 @@ from mics.data.validation import check_count, check_fraction
 from mics.model.decomposition import decompose
 from mics.model.fit import fit_problem
 
-__all__ = ["ModulationTest", "test_modulation", "bootstrap_channels", "format_p_value"]
+__all__ = [
+    "ModulationTest",
+    "test_modulation",
+    "bootstrap_channels",
+    "format_p_value",
+    "heldout_effect",
+    "result_sentence",
+]
 
 
 @dataclass
@@ -62,6 +69,34 @@ class ModulationTest:
         the estimator's ``max_iter`` before converging. Their held-out losses
         would move with the cap, so a statistic is well defined only when this
         is 0; raise ``max_iter`` otherwise.
+    effect_size : float
+        The effect size: the fraction of the target's held-out variance that
+        ``effect_channels`` channels explain beyond the channel-free model
+        (baseline of the selected rank plus the additive modulator effect),
+        ``NSE_additive - NSE_channels`` averaged over the estimator's folds,
+        on the recorded target (not the residual the test shifts). It is
+        the effect of ``max(n_channels, 1)`` channels: when the selection
+        keeps no channel the selected model explains 0 by construction, and
+        the one-channel value (usually near or below 0) with its interval
+        says how much gating the data leave room for.
+    effect_interval : ndarray of shape (2,)
+        Bootstrap interval of ``effect_size`` (whole trials when trial ids are
+        known, contiguous blocks otherwise); NaN without a bootstrap.
+    effect_channels : int
+        Channels behind ``effect_size``: ``max(n_channels, 1)``.
+    channel_gains : ndarray of shape (effect_channels,)
+        Per-channel gain: the held-out variance fraction each added channel
+        explains (channel ``k`` against ``k - 1`` channels); they sum to
+        ``effect_size``.
+    channel_gain_intervals : ndarray of shape (effect_channels, 2)
+        Their bootstrap intervals.
+    effect_draws : ndarray of shape (n_boot, effect_channels)
+        The bootstrap's cumulative gains (column ``k - 1``: ``k`` channels
+        against none); NaN rows are draws whose folds could not be formed.
+    confidence : float
+        Level of the intervals.
+    effect_resampling : str
+        ``"trial"``, ``"block"`` or ``""`` (no bootstrap).
     """
 
     statistic: float
@@ -73,13 +108,40 @@ class ModulationTest:
     null: str = "circular"
     permutations: np.ndarray | None = None
     n_capped: int = 0
+    effect_size: float = np.nan
+    effect_interval: np.ndarray = field(default_factory=lambda: np.full(2, np.nan))
+    effect_channels: int = 1
+    channel_gains: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    channel_gain_intervals: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    effect_draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 1)))
+    confidence: float = 0.95
+    effect_resampling: str = ""
 
     def __repr__(self):
+        lo, hi = self.effect_interval
         return (
             f"ModulationTest(statistic={self.statistic:.4g}, p_value={self.p_value:.4g}, "
             f"n_channels={self.n_channels}, n_permutations={self.null_distribution.size}, "
-            f"null={self.null!r}" + (f", n_capped={self.n_capped})" if self.n_capped else ")")
+            f"null={self.null!r}, effect_size={self.effect_size:.3g} [{lo:.3g}, {hi:.3g}]"
+            + (f", n_capped={self.n_capped})" if self.n_capped else ")")
         )
+
+    def summary(self, power=None, alpha=0.05):
+        """One sentence: detected or not, the effect size with its interval, and the MDE.
+
+        Parameters
+        ----------
+        power : PowerAnalysis or float, optional
+            A :func:`mics.power_analysis` of the same recording (its minimum
+            detectable effect is quoted), or that effect as a fraction.
+        alpha : float
+            Level at which "detected" is said.
+
+        Returns
+        -------
+        str
+        """
+        return result_sentence(self, power=power, alpha=alpha)
 
 
 def format_p_value(p_value, n_permutations):
@@ -114,7 +176,7 @@ def format_p_value(p_value, n_permutations):
     return f"p = {float(p_value):.3g} (smallest possible {floor:.3g} with {n} {noun})"
 
 
-def _gain_params(estimator, **changes):
+def gain_params(estimator, **changes):
     """The parameters of the fits behind a statistic: channels selected, quietly, in one job."""
     return {
         **estimator.get_params(deep=False),
@@ -181,8 +243,10 @@ def test_modulation(
     verbose=1,
     random_state=None,
     stop_after=None,
+    n_boot=None,
+    confidence=0.95,
 ):
-    """Permutation test for the presence of modulation (circular or trial null).
+    """Permutation test for modulation (circular or trial null), with an effect size.
 
     The circular null shifts the modulator in time relative to source and
     target, which keeps every autocorrelation and breaks any gating. The
@@ -239,20 +303,35 @@ def test_modulation(
         p-values are exactly those of the full test. Off by default
         (``None``: all shifts run). ``shifts`` and ``null_distribution``
         then hold the evaluated shifts only.
+    n_boot : int, optional
+        Bootstrap draws for the effect size's interval (whole trials with
+        trial ids, contiguous blocks otherwise; see :func:`heldout_effect`).
+        Default ``min(n_permutations, 100)``; 0 reports the estimate alone.
+        Drawn after the null, so the statistic, null and p-value do not
+        depend on it.
+    confidence : float
+        Level of the effect-size intervals.
 
     Returns
     -------
     ModulationTest
+        With the statistic and p-value of the test, and the effect size
+        (``effect_size``, ``effect_interval``, ``channel_gains``): the
+        fraction of the recorded target's held-out variance that
+        ``max(n_channels, 1)`` channels explain beyond the additive model.
     """
     rng = check_random_state(random_state)
     n_permutations = check_count(n_permutations, "n_permutations", 1)
     if stop_after is not None:
         stop_after = check_count(stop_after, "stop_after", 1)
     if isinstance(conditions, str):
-        conditions = _coordinate(conditions, X, Y, Z)
+        conditions = named_coordinate(conditions, X, Y, Z)
     if Z is None:
         raise ValueError("test_modulation needs a modulator Z.")
+    n_boot = min(n_permutations, 100) if n_boot is None else check_count(n_boot, "n_boot", 0)
+    check_fraction(confidence, "confidence")
     problem = make_problem(X, Y, Z, groups=groups).unlabelled()
+    recorded = problem
     n, groups = problem.n_samples, problem.groups
     null = _check_null(null, groups)
     if null == "circular":
@@ -269,12 +348,12 @@ def test_modulation(
     # once, with the real alignment, before anything is shifted (as
     # Freedman & Lane permute under the reduced model).
     problem = problem.residualized()
-    observed, outcome = _improvement(_gain_params(estimator), problem)
+    observed, outcome = _improvement(gain_params(estimator), problem)
     res = outcome.cv_results
     selected = float(
         res["n_channels_mean_loss"][0] - res["n_channels_mean_loss"][res["n_channels_best_index"]]
     )
-    fixed = _gain_params(estimator, rank=outcome.rank)
+    fixed = gain_params(estimator, rank=outcome.rank)
     if null == "circular":
         shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
         nulls = (problem.rolled(s) for s in shifts)
@@ -305,6 +384,29 @@ def test_modulation(
             UserWarning,
             stacklevel=2,
         )
+    # The effect size is measured on the recorded target, whose held-out
+    # variance a reader knows, not on the residual the null shifts; its seed
+    # is drawn after the null's, which therefore does not depend on n_boot.
+    k_eff = max(outcome.n_channels, 1)
+    gains, draws, intervals, resampling = heldout_effect(
+        estimator,
+        recorded,
+        outcome.rank,
+        k_eff,
+        n_boot=n_boot,
+        confidence=confidence,
+        n_jobs=n_jobs,
+        verbose=verbose,
+        random_state=rng.randint(np.iinfo(np.int32).max),
+    )
+    steps = np.diff(np.column_stack([np.zeros(len(draws)), draws]), axis=1)  # per channel
+    gain_intervals = np.full((k_eff, 2), np.nan)
+    if np.isfinite(intervals).all():
+        tail = (1 - confidence) / 2
+        ok = np.isfinite(steps).all(axis=1)
+        per = np.diff(np.r_[0.0, gains])
+        q = np.quantile(steps[ok], [tail, 1 - tail], axis=0)
+        gain_intervals = (per + q - np.median(steps[ok], axis=0)).T
     return ModulationTest(
         observed,
         selected,
@@ -315,10 +417,257 @@ def test_modulation(
         null,
         perms,
         n_capped,
+        effect_size=float(gains[-1]),
+        effect_interval=intervals[-1].copy(),
+        effect_channels=k_eff,
+        channel_gains=np.diff(np.r_[0.0, gains]),
+        channel_gain_intervals=gain_intervals,
+        effect_draws=draws,
+        confidence=float(confidence),
+        effect_resampling=resampling,
     )
 
 
 test_modulation.__test__ = False
+
+
+# ----------------------------------------------------------------------------- effect size
+def _effect_params(estimator, rank, n_channels):
+    """Fits behind the effect size: the given rank, every K = 0 .. n_channels scored."""
+    return gain_params(
+        estimator,
+        rank=int(rank),
+        max_channels=int(n_channels),
+        channel_search="grid",
+    )
+
+
+def _cumulative_gains(params, problem):
+    """Held-out NSE of K = 0 minus that of K = 1 .. max_channels (fraction of target variance).
+
+    Returns
+    -------
+    gains : ndarray of shape (max_channels,)
+        NaN when the problem's folds cannot be formed (a bootstrap draw with
+        too few distinct trials or blocks for the estimator's folds).
+    """
+    try:
+        outcome = fit_problem(params, problem, cv_only=True)
+    except ValueError:
+        return np.full(params["max_channels"], np.nan)
+    loss = outcome.cv_results["n_channels_mean_loss"]
+    return loss[0] - loss[1:]
+
+
+def _unit_bounds(n, groups, block_length):
+    """Starts and lengths of the resampling units: trials, or a grid of contiguous blocks."""
+    if groups is not None:
+        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    else:
+        starts = np.arange(0, n, block_length)
+    lengths = np.diff(np.r_[starts, n])
+    return starts, lengths
+
+
+def _unit_draw(starts, lengths, rng):
+    """One bootstrap draw of whole units, kept in time order, each copy labelled by its unit.
+
+    A unit drawn twice keeps one label, so the cross-validation folds inside
+    the draw keep both copies on the same side: a copy held out while its
+    twin trains would score memory, not prediction.
+
+    Returns
+    -------
+    idx : ndarray of int
+        Rows of the draw.
+    codes : ndarray of int, same length
+        Its trial ids (contiguous runs).
+    """
+    picks = np.sort(rng.randint(0, starts.size, size=starts.size))
+    idx = np.concatenate([np.arange(starts[i], starts[i] + lengths[i]) for i in picks])
+    return idx, np.repeat(picks, lengths[picks])
+
+
+def heldout_effect(
+    estimator,
+    problem,
+    rank,
+    n_channels,
+    *,
+    n_boot=100,
+    confidence=0.95,
+    block_length=None,
+    n_jobs=None,
+    verbose=0,
+    random_state=None,
+):
+    """Held-out variance fraction explained by ``n_channels`` channels, with a bootstrap interval.
+
+    The estimator's cross-validation scores the channel-free model (baseline
+    of rank ``rank`` plus the additive modulator effect) and the models with
+    ``1 .. n_channels`` channels on the same folds; the effect is the
+    difference of their mean held-out NSE, i.e. the fraction of the target's
+    held-out variance the channels add. Each bootstrap draw resamples whole
+    trials (contiguous blocks without trial ids), keeps them in time order,
+    and repeats the cross-validation on the draw with the same rank and
+    channel count (:meth:`Problem.resampled`, :meth:`Problem.map`).
+
+    The interval is the draws' spread around their median placed at the
+    estimate (``estimate + quantile - median``): a draw holds about 63% of
+    the distinct trials, so its training folds are smaller and its gains
+    biased low; their spread, not their centre, is what the draws measure.
+
+    Parameters
+    ----------
+    estimator : MICs
+        Supplies the folds, penalties and fit settings.
+    problem : mics.data.Problem
+        The recorded data (not residualised), with a modulator.
+    rank : int
+        Baseline rank of every model compared.
+    n_channels : int
+        Largest channel count scored (``>= 1``).
+    n_boot : int
+        Bootstrap draws; 0 gives the estimate only. Chunked (Dask) problems
+        get the estimate only.
+    confidence : float
+    block_length : int, optional
+        Samples per block without trial ids; default ``sqrt(n_samples)``,
+        lowered so that there are at least three blocks per fold.
+    n_jobs, verbose, random_state
+        As in :func:`test_modulation`.
+
+    Returns
+    -------
+    gains : ndarray of shape (n_channels,)
+        Cumulative held-out gains of ``1 .. n_channels`` channels.
+    draws : ndarray of shape (n_boot, n_channels)
+    intervals : ndarray of shape (n_channels, 2)
+        Intervals of the cumulative gains (NaN when fewer than half the
+        draws could be cross-validated).
+    resampling : str
+        ``"trial"``, ``"block"`` or ``""``.
+    """
+    n_channels = check_count(n_channels, "n_channels", 1)
+    n_boot = check_count(n_boot, "n_boot", 0)
+    check_fraction(confidence, "confidence")
+    params = _effect_params(estimator, rank, n_channels)
+    gains = _cumulative_gains(params, problem)
+    draws = np.zeros((0, n_channels))
+    intervals = np.full((n_channels, 2), np.nan)
+    if n_boot == 0 or not problem.in_memory:
+        return gains, draws, intervals, ""
+    rng = check_random_state(random_state)
+    n, groups = problem.n_samples, problem.groups
+    if groups is None:
+        n_folds = len(problem.splits(params["cv"], params["gap"]))
+        if block_length is None:
+            block_length = min(int(round(np.sqrt(n))), max(1, n // (3 * n_folds)))
+        block_length = check_count(block_length, "block_length", 1, n)
+    starts, lengths = _unit_bounds(n, groups, block_length)
+    variants = (problem.resampled(*_unit_draw(starts, lengths, rng)) for _ in range(n_boot))
+    draws = np.asarray(
+        list(
+            problem.map(
+                partial(_cumulative_gains, params),
+                variants,
+                n_jobs=n_jobs,
+                desc="effect bootstrap",
+                verbose=verbose,
+                total=n_boot,
+            )
+        )
+    ).reshape(n_boot, n_channels)
+    ok = np.isfinite(draws).all(axis=1)
+    if ok.sum() >= max(2, n_boot / 2):
+        tail = (1 - confidence) / 2
+        q = np.quantile(draws[ok], [tail, 1 - tail], axis=0)  # (2, n_channels)
+        intervals = (gains + q - np.median(draws[ok], axis=0)).T
+    else:
+        warnings.warn(
+            f"only {int(ok.sum())} of {n_boot} bootstrap draws had enough distinct "
+            f"{'trials' if groups is not None else 'blocks'} for the estimator's folds: "
+            "no effect-size interval. Use fewer folds (cv=) or more trials.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return gains, draws, intervals, "block" if groups is None else "trial"
+
+
+def _percent(x):
+    return f"{100 * x:.2g}%" if abs(x) >= 0.01 else f"{100 * x:.2f}%"
+
+
+def _effect_text(test):
+    """``"2.1% [0.8%, 3.5%]"``: the effect and its interval, in percent of held-out variance."""
+    lo, hi = test.effect_interval
+    if np.isfinite(lo) and np.isfinite(hi):
+        how = f"{test.confidence:.0%} {test.effect_resampling} bootstrap"
+        return f"{_percent(test.effect_size)} [{_percent(lo)}, {_percent(hi)}; {how}]"
+    return f"{_percent(test.effect_size)} (no interval)"
+
+
+def mde_text(power):
+    """The minimum detectable effect of a power analysis (or a number), as words."""
+    if power is None:
+        return ""
+    mde = np.atleast_1d(getattr(power, "minimum_detectable_effect", power)).astype(float)
+    names = list(getattr(power, "geometries", [""] * mde.size))
+    level = getattr(power, "target_power", 0.8)
+    top = getattr(power, "strengths", np.array([np.nan]))
+    parts = []
+    for value, name in zip(mde, names, strict=True):
+        text = _percent(value) if np.isfinite(value) else f"above {_percent(np.max(top))}"
+        parts.append(f"{text} ({name})" if name else text)
+    return f"; the minimum detectable effect here is {', '.join(parts)} at {level:.0%} power"
+
+
+def result_sentence(test, power=None, alpha=0.05):
+    """One sentence reconciling the test's verdict, the selected K and the effect size.
+
+    "Detected" is the permutation test's verdict at ``alpha``; K is what the
+    one-SEM rule kept. The two can disagree: the statistic is the best
+    held-out gain over K >= 1, the selection asks that gain to beat one
+    standard error across folds. A detection with K = 0 therefore says that
+    gating is there but too weak to improve prediction reliably at this
+    sample size.
+
+    Parameters
+    ----------
+    test : ModulationTest
+    power : PowerAnalysis or float, optional
+        Its minimum detectable effect is quoted.
+    alpha : float
+
+    Returns
+    -------
+    str
+    """
+    n = test.null_distribution.size
+    null = "circular shifts" if test.null == "circular" else "trial permutations"
+    p = f"p = {test.p_value:.3g} with {n} {null}, smallest possible {1 / (n + 1):.3g}"
+    k = test.n_channels
+    share = "of the held-out target variance beyond the additive model"
+    one = "one channel would explain" if k == 0 else ("it explains" if k == 1 else "they explain")
+    effect = f"{one} {_effect_text(test)} {share}"
+    mde = mde_text(power)
+    if test.p_value <= alpha and k > 0:
+        return f"Modulation detected ({p}); {k} channel(s) selected, and {effect}{mde}."
+    if test.p_value <= alpha:
+        return (
+            f"Modulation detected ({p}), but no channel improves held-out prediction enough "
+            f"to be selected at this sample size (selected K = 0): gating is present yet "
+            f"weak; {effect}{mde}."
+        )
+    if k > 0:
+        return (
+            f"No modulation detected ({p}), although the selection kept {k} channel(s): "
+            f"{effect}, which the null data match as often{mde}."
+        )
+    return (
+        f"No modulation detected ({p}): channels do not improve held-out prediction at "
+        f"this sample size (selected K = 0; {effect}){mde}."
+    )
 
 
 def _collect_null(results, observed, n_permutations, stop_after, verbose):
@@ -383,7 +732,7 @@ def _check_null(null, groups):
     return null
 
 
-def _coordinate(name, *arrays):
+def named_coordinate(name, *arrays):
     """A named coordinate along time of the first labelled input that has it."""
     from mics.data.folds import trial_coordinate
 

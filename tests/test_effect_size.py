@@ -1,0 +1,150 @@
+"""The effect size of the modulation test: held-out variance fraction with a bootstrap interval.
+
+Checked against the truth of simulations (the fraction of target variance
+the true channel carries), against null data (an interval around 0), and
+against the test it rides on (its statistic and p-value must not move).
+"""
+
+import numpy as np
+import pytest
+
+import mics
+from mics.workflows.inference import ModulationTest, result_sentence
+
+SIZES = dict(n_source=5, n_target=4, n_modulators=1, rank=1)
+
+
+def _estimator():
+    return mics.MICs(rank=1, max_channels=2, cv=5, n_init=0, random_state=0, verbose=0)
+
+
+def _true_gain(X, Y, Z, truth, n_folds=5):
+    """Held-out gain of the true channel on the estimator's folds: the effect size's target.
+
+    Per contiguous fold, the NSE of the true model without its channel minus
+    that of the true model (both against the fold's own target variance),
+    averaged over folds: what the cross-validated effect size would be if the
+    parameters were estimated without error.
+    """
+    gains = (X @ truth.source_patterns_) * (Z @ truth.modulator_patterns_)
+    term = (gains * truth.channel_weights_) @ truth.target_patterns_.T
+    noise = Y - truth.predict(X, Z)
+
+    def ss(a):
+        return np.sum((a - a.mean(axis=0)) ** 2)
+
+    folds = np.array_split(np.arange(Y.shape[0]), n_folds)
+    return np.mean([(ss(noise[f] + term[f]) - ss(noise[f])) / ss(Y[f]) for f in folds])
+
+
+@pytest.fixture(scope="module")
+def gated():
+    X, Y, Z, truth = mics.simulate(
+        n_samples=1200,
+        n_channels=1,
+        geometry="random",
+        modulation_snr=0.3,
+        random_state=3,
+        **SIZES,
+    )
+    res = mics.test_modulation(
+        _estimator(), X, Y, Z, n_permutations=9, n_boot=30, random_state=0, verbose=0
+    )
+    return X, Y, Z, truth, res
+
+
+def test_effect_size_estimates_the_true_variance_fraction(gated):
+    X, Y, Z, truth, res = gated
+    true = _true_gain(X, Y, Z, truth)
+    assert 0.08 < true < 0.2  # the simulation is what this test assumes
+    assert res.n_channels == 1 and res.effect_channels == 1
+    # 1200 samples for 5 + 4 + 1 pattern entries: estimation error is small, so the
+    # estimate sits within 10% of the true held-out gain. A number in other units
+    # (NSE of the residual the test shifts, an in-sample R^2, percent) misses this band.
+    assert 0.9 * true < res.effect_size < 1.1 * true
+    lo, hi = res.effect_interval
+    assert lo < res.effect_size < hi
+    assert lo < true < hi
+    assert lo > 0.5 * true and hi < 1.5 * true  # informative: far from 0, not vacuous
+    assert res.effect_resampling == "block"
+    assert np.isclose(res.channel_gains.sum(), res.effect_size)
+
+
+def test_effect_size_leaves_the_test_unchanged(gated):
+    X, Y, Z, _, res = gated
+    alone = mics.test_modulation(
+        _estimator(), X, Y, Z, n_permutations=9, n_boot=0, random_state=0, verbose=0
+    )
+    assert alone.statistic == res.statistic and alone.p_value == res.p_value
+    np.testing.assert_array_equal(alone.null_distribution, res.null_distribution)
+    assert alone.effect_size == res.effect_size  # the estimate needs no bootstrap
+    assert np.isnan(alone.effect_interval).all() and alone.effect_resampling == ""
+
+
+def test_null_data_give_an_interval_around_zero_with_whole_trials():
+    X, Y, Z, _ = mics.simulate(n_samples=600, n_channels=0, random_state=5, **SIZES)
+    groups = np.repeat(np.arange(30), 20)
+    res = mics.test_modulation(
+        _estimator(), X, Y, Z, groups=groups, n_permutations=9, n_boot=30,
+        random_state=1, verbose=0,
+    )  # fmt: skip
+    assert res.null == "trial" and res.effect_resampling == "trial"
+    lo, hi = res.effect_interval
+    assert lo <= 0 <= hi
+    assert abs(res.effect_size) < 0.01 and hi < 0.02
+    if res.n_channels == 0:
+        assert res.effect_channels == 1  # the one-channel value, not 0 by construction
+
+
+def test_bootstrap_draws_keep_copies_of_a_unit_together():
+    from mics.workflows.inference import _unit_draw
+
+    starts, lengths = np.array([0, 3, 5, 9]), np.array([3, 2, 4, 1])
+    idx, codes = _unit_draw(starts, lengths, np.random.RandomState(0))
+    assert idx.size == codes.size
+    # Each label is one run (contiguous), holds its unit's rows in order, and a unit
+    # drawn twice keeps one label: no fold can hold one copy out while the other trains.
+    for code in np.unique(codes):
+        run = np.flatnonzero(codes == code)
+        assert np.array_equal(run, np.arange(run[0], run[-1] + 1))
+        rows = np.arange(starts[code], starts[code] + lengths[code])
+        copies = run.size // lengths[code]
+        assert np.array_equal(idx[run], np.tile(rows, copies))
+
+
+def _result(p_value, n_channels, effect=0.031, interval=(0.012, 0.05)):
+    return ModulationTest(
+        0.02, 0.01, np.zeros(99), p_value, n_channels, np.zeros(99, dtype=int),
+        effect_size=effect, effect_interval=np.array(interval), effect_channels=max(n_channels, 1),
+        effect_resampling="block",
+    )  # fmt: skip
+
+
+def test_one_sentence_reconciles_detection_with_the_selected_channels():
+    detected = result_sentence(_result(0.01, 2))
+    assert detected.startswith("Modulation detected")
+    assert "2 channel(s) selected" in detected and "3.1% [1.2%, 5%" in detected
+    # Detected, yet K = 0: said in words, not left as a contradiction.
+    weak = result_sentence(_result(0.04, 0, 0.002, (-0.003, 0.006)))
+    assert weak.startswith("Modulation detected") and "selected K = 0" in weak
+    assert "one channel would explain 0.20%" in weak
+    missed = _result(0.4, 0, -0.004, (-0.01, 0.003)).summary(power=0.021)
+    assert missed.startswith("No modulation detected") and "selected K = 0" in missed
+    assert "minimum detectable effect here is 2.1% at 80% power" in missed
+    assert missed.count(".") >= 1 and "\n" not in missed
+    assert "No modulation detected" in result_sentence(_result(0.3, 1))
+    assert "Modulation detected" in result_sentence(_result(0.3, 1), alpha=0.5)
+
+
+def test_fit_summary_quotes_the_cv_gains_of_its_own_selection(gated):
+    X, Y, Z, _, res = gated
+    model = _estimator().set_params(rank=None, max_rank=2).fit(X, Y, Z)
+    loss = model.cv_results_["n_channels_mean_loss"]
+    gains = model.heldout_gains()
+    assert model.n_channels_ >= 1
+    assert np.isclose(gains.sum(), loss[0] - loss[model.n_channels_])
+    text = model.summary(test=res)
+    assert f"{100 * gains.sum():.2g}% of the held-out" in text
+    assert "Modulation detected" not in text or res.p_value <= 0.05
+    fixed = mics.MICs(rank=1, n_channels=1, n_init=0, verbose=0).fit(X, Y, Z)
+    assert fixed.heldout_gains() is None and "fixed" in fixed.summary()

@@ -1,0 +1,373 @@
+"""Sparse channel patterns (group lasso over neurons), stability selection, planted members."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import optimize
+
+import mics
+from mics.core import DataOperator, InputScales, MomentOperator, compute_moments, penalties
+from mics.core.als import _als_sweeps, fit_mic_model
+from mics.core.sparse import (
+    GroupPenalty,
+    group_norm_sum,
+    group_soft_threshold,
+    solve_group_factor,
+    solve_group_rows,
+)
+
+# Planted members: 10% of the source, 20% of the target (issue 33).
+PLANTED = dict(
+    rank=2,
+    n_channels=1,
+    geometry="random",
+    modulation_snr=0.5,
+    source_members=0.1,
+    target_members=0.2,
+)
+SPARSITY = 8.0
+
+
+def _planted(seed, n_samples=1500, p=60, q=40, m=1, **kw):
+    kind = "population" if m > 1 else "gaussian"
+    return mics.simulate(
+        n_samples=n_samples,
+        n_source=p,
+        n_target=q,
+        n_modulators=m,
+        modulator_kind=kind,
+        random_state=seed,
+        **{**PLANTED, **kw},
+    )
+
+
+def _operators(X, Y, Z):
+    scales = InputScales.from_data(X, Y, Z)
+    data = scales.standardize(X, Y, Z)
+    cm = compute_moments(*data).centered()
+    return MomentOperator(cm), DataOperator(cm, *data), data
+
+
+def _precision_recall(selected, truth):
+    tp = np.sum(selected & truth)
+    return tp / max(selected.sum(), 1), tp / max(truth.sum(), 1)
+
+
+# ----------------------------------------------------------------------------- prox / solvers
+def test_group_soft_threshold_zeroes_small_rows_and_shrinks_others():
+    F = np.array([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]])
+    out = group_soft_threshold(F, 1.0)
+    np.testing.assert_allclose(out[0], F[0] * (1 - 1 / 5))
+    np.testing.assert_array_equal(out[1:], 0.0)
+    assert group_norm_sum(F) == pytest.approx(5.5)
+
+
+def _brute(f, x0):
+    res = optimize.minimize(f, x0, method="Powell", options={"xtol": 1e-10, "ftol": 1e-14})
+    return res.fun
+
+
+def test_row_solver_is_the_exact_minimiser():
+    rng = np.random.default_rng(0)
+    K = 3
+    M = rng.standard_normal((K, K))
+    H = M @ M.T
+    G = rng.standard_normal((6, K)) * np.array([[3], [0.2], [1], [2], [0.1], [5]])
+    alpha, lam = 0.3, 1.5
+    B = solve_group_rows(H, G, alpha, lam)
+    for j in range(G.shape[0]):
+
+        def f(b, g=G[j]):
+            return b @ (H + alpha * np.eye(K)) @ b - 2 * g @ b + lam * np.linalg.norm(b)
+
+        assert f(B[j]) <= _brute(f, B[j] + 0.01) + 1e-9
+        # zero exactly when the gradient at zero is inside the penalty's ball
+        assert (np.linalg.norm(G[j]) <= lam / 2) == np.all(B[j] == 0)
+
+
+@pytest.mark.parametrize("K,d", [(2, 8), (3, 100)])  # joint Gram, then block products
+def test_factor_solver_satisfies_the_optimality_conditions(K, d):
+    rng = np.random.default_rng(K)
+    T = 400
+    F = rng.standard_normal((T, d))
+    V = rng.standard_normal((T, K))
+    N = np.einsum("tk,tl,ti,tj->klij", V, V, F, F)
+    Bm = rng.standard_normal((5, K))
+    BtB = Bm.T @ Bm
+    truth = np.zeros((d, K))
+    truth[: d // 4] = rng.standard_normal((d // 4, K))
+    G = np.einsum("kl,klij,jl->ik", BtB, N, truth)
+    rhs = G + rng.standard_normal((d, K)) * np.sqrt(T)
+    alpha, lam = 1.0, 8 * np.sqrt(T) * np.sqrt(np.trace(BtB) / K)
+    start = rng.standard_normal((d, K))
+
+    def objective(X):
+        GX = np.einsum("kl,klij,jl->ik", BtB, N, X)
+        return (
+            np.sum(X * GX) - 2 * np.sum(rhs * X) + alpha * np.sum(X**2) + lam * group_norm_sum(X)
+        )
+
+    sol = solve_group_factor(N, BtB, rhs, alpha, lam, start)
+    assert objective(sol) <= objective(start)
+    grad = 2 * (np.einsum("kl,klij,jl->ik", BtB, N, sol) - rhs + alpha * sol)
+    norms = np.linalg.norm(sol, axis=1)
+    zero = norms == 0
+    assert zero.any() and (~zero).any()
+    scale = np.abs(grad).max() + lam
+    # KKT: zero rows have ||grad|| <= lam, active rows grad = -lam * row / ||row||
+    assert np.all(np.linalg.norm(grad[zero], axis=1) <= lam * (1 + 1e-6))
+    resid = grad[~zero] + lam * sol[~zero] / norms[~zero, None]
+    assert np.abs(resid).max() <= 1e-5 * scale
+
+
+# ----------------------------------------------------------------------------- the fit
+@pytest.fixture(scope="module")
+def planted():
+    return _planted(1)
+
+
+@pytest.mark.parametrize("path", ["moments", "data"])
+def test_penalised_loss_never_increases_and_is_the_true_loss(planted, path):
+    X, Y, Z, _ = planted
+    ops = _operators(X, Y, Z)
+    op = ops[0] if path == "moments" else ops[1]
+    Xs, Ys, Zs = ops[2]
+    pen = penalties(op, 0.05, 0.25, sparsity=SPARSITY)
+    group = pen["group_penalty"]
+    assert group.source > 0 and group.target > 0 and group.modulator == 0  # m = 1
+    fit = fit_mic_model(op, 2, 1, **pen, random_state=0)
+    h = fit.loss_history
+    assert np.all(np.diff(h) <= 1e-12 * abs(h[0]))
+    # the bookkeeping of one sweep against the loss recomputed from the data
+    B, D = fit.coef, fit.modulator_coef
+    op.set_baseline(B, D)
+    rng = np.random.default_rng(0)
+    state, _ = _als_sweeps(
+        op,
+        rng.standard_normal((op.q, 1)),
+        rng.standard_normal((op.m, 1)),
+        pen["alpha_W"],
+        0.0,
+        3,
+        0.0,
+        accelerate=True,
+        group=group,
+    )
+    Xc, Yc, Zc = (a - a.mean(0) for a in (Xs, Ys, Zs))
+    h_t = (Xc @ state.A) * (Zc @ state.C)
+    h_t -= h_t.mean(0)
+    resid = Yc - Xc @ B - Zc @ D - h_t @ state.Bm.T
+    ridge = pen["alpha_W"] * sum(np.sum(F**2) for F in (state.A, state.Bm, state.C))
+    recomputed = np.sum(resid**2) + ridge + group.value(state.A, state.Bm, state.C)
+    assert state.loss == pytest.approx(recomputed, rel=1e-9)
+    assert np.all(np.diff(state.history) <= 1e-12 * abs(state.history[0]))
+
+
+def test_zero_sparsity_is_the_dense_fit(planted):
+    X, Y, Z, _ = planted
+    dense = mics.MICs(rank=2, n_channels=1, verbose=0, random_state=0).fit(X, Y, Z)
+    zero = mics.MICs(rank=2, n_channels=1, sparsity=0.0, verbose=0, random_state=0).fit(X, Y, Z)
+    np.testing.assert_array_equal(zero.loss_history_, dense.loss_history_)
+    # the sparse machinery with zero weights, through the hooks
+    op = _operators(X, Y, Z)[0]
+    pen = penalties(op, 0.05, 0.25)
+    ref = fit_mic_model(op, 2, 1, **pen, random_state=0)
+    hooked = fit_mic_model(op, 2, 1, **pen, group_penalty=GroupPenalty(), random_state=0)
+    for name in ("weights", "source_patterns", "target_patterns", "modulator_patterns", "coef"):
+        np.testing.assert_allclose(getattr(hooked, name), getattr(ref, name), atol=1e-8)
+    # and the proximal-gradient block at a vanishing weight gives the ridge block
+    tiny = GroupPenalty(source=1e-12, target=1e-12)
+    near = fit_mic_model(op, 2, 1, **pen, group_penalty=tiny, random_state=0)
+    for name in ("weights", "source_patterns", "target_patterns", "modulator_patterns"):
+        np.testing.assert_allclose(getattr(near, name), getattr(ref, name), atol=1e-6)
+
+
+def test_moment_and_data_paths_agree():
+    X, Y, Z, _ = _planted(3, p=140, q=40, m=3, n_channels=2)
+    fits = [
+        mics.MICs(rank=2, n_channels=2, sparsity=6.0, solver=s, verbose=0, random_state=0).fit(
+            X, Y, Z
+        )
+        for s in ("moments", "data")
+    ]
+    a, b = fits
+    for name in ("source_patterns_", "target_patterns_", "modulator_patterns_"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), atol=1e-6)
+        np.testing.assert_array_equal(getattr(a, name) != 0, getattr(b, name) != 0)
+    np.testing.assert_allclose(a.channel_weights_, b.channel_weights_, rtol=1e-6)
+    # K d = 280 > 256: the block-by-block products of the lazy data-path Grams ran
+    assert (a.source_patterns_ == 0).any()
+
+
+def test_dask_inputs_get_the_penalty(planted):
+    da = pytest.importorskip("dask.array")
+    X, Y, Z, _ = planted
+    params = dict(rank=2, n_channels=1, sparsity=SPARSITY, verbose=0, random_state=0)
+    ref = mics.MICs(solver="moments", **params).fit(X, Y, Z)
+    chunked = [da.from_array(a, chunks=(400, -1)) for a in (X, Y, Z)]
+    lazy = mics.MICs(**params).fit(*chunked)
+    assert (ref.source_patterns_ == 0).any()
+    for name in ("source_patterns_", "target_patterns_", "modulator_patterns_"):
+        np.testing.assert_allclose(getattr(lazy, name), getattr(ref, name), atol=1e-6)
+        np.testing.assert_array_equal(getattr(lazy, name) != 0, getattr(ref, name) != 0)
+
+
+def test_invariant_to_units(planted):
+    X, Y, Z, _ = planted
+    fit = mics.MICs(rank=2, n_channels=1, sparsity=SPARSITY, verbose=0, random_state=0)
+    base = fit.fit(X, Y, Z)
+    A0, B0 = base.source_patterns_.copy(), base.target_patterns_.copy()
+    other = mics.MICs(**fit.get_params()).fit(X * 3.0 + 2.0, Y * 0.01 - 5.0, Z * 40.0 + 1.0)
+    np.testing.assert_allclose(other.source_patterns_, A0, atol=1e-7)
+    np.testing.assert_allclose(other.target_patterns_, B0, atol=1e-7)
+    np.testing.assert_array_equal(other.source_patterns_ != 0, A0 != 0)
+
+
+@pytest.mark.parametrize("m", [1, 30])
+def test_planted_members_are_recovered(m):
+    # moderate size (the issue's target is T = 2000, p = 150, q = 100; see
+    # studies/validation/sparse_members.py); m = 30 is a modulator population
+    X, Y, Z, truth = _planted(5 + m, n_samples=1500, p=80, q=50, m=m)
+    model = mics.MICs(rank=2, n_channels=1, sparsity=SPARSITY, verbose=0, random_state=0)
+    model.fit(X, Y, Z)
+    roles = [
+        ("source_patterns_", truth.source_members_),
+        ("target_patterns_", truth.target_members_),
+    ]
+    if m > 1:
+        roles.append(("modulator_patterns_", truth.modulator_members_))
+    for attr, members in roles:
+        precision, recall = _precision_recall(getattr(model, attr)[:, 0] != 0, members[:, 0])
+        # The modulator population shares a 3-dimensional latent: neurons
+        # correlated with the gating ones are the lasso's usual false
+        # positives (7 of 9 selected here), hence the lower bar there.
+        floor = 0.75 if attr == "modulator_patterns_" else 0.9
+        assert precision >= floor and recall >= 0.8, (attr, precision, recall)
+
+
+def test_null_data_still_select_no_channel():
+    # cheap version of "K = 0 in at least 19/20 null sets"
+    chosen = []
+    for seed in range(4):
+        X, Y, Z, _ = mics.simulate(
+            n_samples=600,
+            n_source=30,
+            n_target=20,
+            n_modulators=1,
+            rank=2,
+            n_channels=0,
+            random_state=100 + seed,
+        )
+        model = mics.MICs(
+            rank=2, sparsity=SPARSITY, cv=5, max_channels=2, verbose=0, random_state=seed
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            chosen.append(model.fit(X, Y, Z).n_channels_)
+    assert sum(k == 0 for k in chosen) >= 3, chosen
+
+
+def test_parameter_checks():
+    X, Y, Z, _ = mics.simulate(n_samples=100, n_source=5, n_target=4, random_state=0)
+    for bad in (-1.0, np.inf, "a", True):
+        with pytest.raises(ValueError, match="sparsity"):
+            mics.MICs(rank=1, n_channels=1, sparsity=bad).fit(X, Y, Z)
+    with pytest.raises(ValueError, match="sparse_on"):
+        mics.MICs(rank=1, n_channels=1, sparsity=1.0, sparse_on=("sources",)).fit(X, Y, Z)
+    with pytest.raises(ValueError, match="sparse_on"):
+        mics.MICs(rank=1, n_channels=1, sparsity=1.0, sparse_on="source,bogus").fit(X, Y, Z)
+
+
+def test_sparse_on_and_persistence(planted, tmp_path):
+    X, Y, Z, _ = planted
+    model = mics.MICs(
+        rank=2, n_channels=1, sparsity=SPARSITY, sparse_on="source", verbose=0, random_state=0
+    ).fit(X, Y, Z)
+    assert (model.source_patterns_ == 0).any()
+    assert (model.target_patterns_ != 0).all()  # only the source is penalised
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the settings are plain scalars: saved
+        model.to_netcdf(tmp_path / "m.nc")
+    again = mics.load(tmp_path / "m.nc")
+    assert again.sparsity == SPARSITY and again.sparse_on == "source"
+    np.testing.assert_allclose(again.source_patterns_, model.source_patterns_)
+
+
+# ----------------------------------------------------------------------------- simulation
+def test_simulated_members():
+    X, Y, Z, truth = _planted(0, n_samples=200, p=50, q=40, m=20, n_channels=2, n_gating=3)
+    assert truth.source_members_.shape == (50, 2)
+    np.testing.assert_array_equal(truth.source_members_.sum(0), [5, 5])
+    np.testing.assert_array_equal(truth.target_members_.sum(0), [8, 8])
+    np.testing.assert_array_equal(truth.modulator_members_.any(1).sum(), 3)
+    np.testing.assert_array_equal(truth.source_members_, truth.source_patterns_ != 0)
+    np.testing.assert_allclose(np.linalg.norm(truth.source_patterns_, axis=0), 1.0)
+    # off by default, and the dense draws are untouched by the option's existence
+    dense = mics.simulate(n_samples=200, n_source=50, n_target=40, random_state=0)
+    again = mics.simulate(
+        n_samples=200, n_source=50, n_target=40, random_state=0, source_members=None
+    )
+    assert dense[3].source_members_ is None
+    for a, b in zip(dense[:3], again[:3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="geometry='random'"):
+        mics.simulate(n_samples=50, n_source=10, n_target=10, source_members=0.2)
+    with pytest.raises(ValueError, match="target_members"):
+        mics.simulate(n_samples=50, n_source=10, n_target=10, target_members=11, geometry="random")
+
+
+# ----------------------------------------------------------------------------- stability
+def test_stability_selection_and_plot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import xarray as xr
+
+    from mics.plotting import plot_members
+    from mics.workflows import member_table
+
+    X, Y, Z, truth = _planted(7, n_samples=1200, p=40, q=30)
+    ids = [f"s{i}" for i in range(40)]
+    Xd = xr.DataArray(X, dims=("time", "neuron"), coords={"neuron": ids})
+    model = mics.MICs(rank=2, n_channels=1, sparsity=SPARSITY, verbose=0, random_state=0)
+    model.fit(Xd, Y, Z)
+    res = mics.stability_selection(model, Xd, Y, Z, n_boot=8, threshold=0.6, random_state=0)
+    freq = res["source_frequency"]
+    assert list(freq.coords["source"].values) == ids
+    assert ((freq >= 0) & (freq <= 1)).all()
+    members = np.asarray(res["source_members"])[:, 0]
+    precision, recall = _precision_recall(members, truth.source_members_[:, 0])
+    assert precision >= 0.75 and recall >= 0.75, (precision, recall)
+    q_hat = float(res["source_mean_selected"][0])
+    assert float(res["source_expected_false"][0]) == pytest.approx(q_hat**2 / (0.2 * 40))
+    table = member_table(res)
+    src = table[table.role == "source"]
+    assert set(src.neuron) == {ids[i] for i in np.flatnonzero(members)}
+    assert np.all(np.diff(src.frequency.to_numpy()) <= 0)
+    fig = plot_members(model, res)
+    assert len(fig.axes) >= 3
+    fig2 = plot_members(model, roles=("source", "target"))
+    assert len(fig2.axes) == 2
+    with pytest.raises(ValueError, match="sparse model"):
+        dense = mics.MICs(rank=2, n_channels=1, verbose=0).fit(X, Y, Z)
+        mics.stability_selection(dense, X, Y, Z, n_boot=2)
+
+
+def test_choose_sparsity_one_sem_towards_sparser(planted):
+    from mics.workflows import choose_sparsity
+
+    X, Y, Z, truth = planted
+    est = mics.MICs(rank=2, n_channels=1, cv=3, random_state=0)
+    res = choose_sparsity(est, X, Y, Z, grid=[0.0, 4.0, 200.0])
+    np.testing.assert_array_equal(res["sparsity"], [200.0, 4.0, 0.0])
+    assert res["fold_loss"].shape == (3, 3)
+    # a weight that removes the channel predicts worse than the channel
+    assert res["mean_loss"][0] > res["mean_loss"].min() + res["sem_loss"][0]
+    assert res["sparsity_"] in (4.0, 0.0)
+    best = res["best_index"]
+    lowest = int(np.argmin(res["mean_loss"]))
+    assert best <= lowest
+    assert res["mean_loss"][best] - res["mean_loss"][lowest] <= res["sem_loss"][best]
+    with pytest.raises(ValueError, match="fixed rank"):
+        choose_sparsity(mics.MICs(), X, Y, Z)
