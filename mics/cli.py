@@ -205,6 +205,7 @@ def _demo(args):
             f"modulation test (circular null, {args.permutations} permutations): "
             f"statistic = {test.statistic:.4f}, "
             f"{format_p_value(test.p_value, test.null_distribution.size)}",
+            f"  {test.summary()}",
         ]
         files.append(_write_test(out / MODULATION_TEST_CSV, test).name)
     if test is not None or boot is not None:
