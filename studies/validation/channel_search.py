@@ -89,7 +89,8 @@ def best_gain(model):
     return float(loss[0] - np.min(loss[1:]))
 
 
-def run_one(cfg, index):
+def simulate_config(cfg, index):
+    """``(X, Y, Z)`` and ``m`` of the ``index``-th configuration ``cfg``."""
     m = 3 if cfg["modulator"] == "gaussian" else 20
     X, Y, Z, _ = mics.simulate(
         n_samples=cfg["T"],
@@ -103,6 +104,11 @@ def run_one(cfg, index):
         modulator_kind=cfg["modulator"],
         random_state=1000 * cfg["seed"] + index,
     )
+    return X, Y, Z, m
+
+
+def run_one(cfg, index):
+    X, Y, Z, m = simulate_config(cfg, index)
     row = dict(cfg, m=m, index=index)
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")

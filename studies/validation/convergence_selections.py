@@ -127,19 +127,7 @@ def run_one(study, a, b, snr):
             est = mics.MICs(random_state=seed, **trials.TEST_EST).fit(d.X, d.Y, d.Z)
             return _row(est, study=study, case=f"{kind}_snr{snr:g}_seed{seed}")
         cfg, index = a, b
-        m = 3 if cfg["modulator"] == "gaussian" else 20
-        X, Y, Z, _ = mics.simulate(
-            n_samples=cfg["T"],
-            n_source=40,
-            n_target=30,
-            n_modulators=m,
-            rank=3,
-            n_channels=cfg["K"],
-            geometry=cfg["geometry"],
-            modulation_snr=cfg["snr"],
-            modulator_kind=cfg["modulator"],
-            random_state=1000 * cfg["seed"] + index,
-        )
+        X, Y, Z, _ = _study("channel_search").simulate_config(cfg, index)
         est = mics.MICs(random_state=cfg["seed"], verbose=0).fit(X, Y, Z)
         return _row(est, study=study, case=f"cs{index}")
 
