@@ -183,6 +183,17 @@ def test_zero_sparsity_is_the_dense_fit(planted):
         np.testing.assert_allclose(getattr(near, name), getattr(ref, name), atol=1e-6)
 
 
+def test_a_penalty_that_empties_a_channel_warns(planted):
+    X, Y, Z, _ = planted
+    est = mics.MICs(rank=2, n_channels=1, sparsity=1e4, verbose=0, random_state=0)
+    with pytest.warns(UserWarning, match="set every neuron of 1 of 1 channel"):
+        est.fit(X, Y, Z)
+    assert est.channel_weights_[0] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the planted channel survives SPARSITY
+        mics.MICs(rank=2, n_channels=1, sparsity=SPARSITY, verbose=0, random_state=0).fit(X, Y, Z)
+
+
 def test_moment_and_data_paths_agree():
     X, Y, Z, _ = _planted(3, p=140, q=40, m=3, n_channels=2)
     fits = [

@@ -318,6 +318,20 @@ def fit_problem(params, problem, *, cv_only=False):
         tol=config.tol,
         random_state=rng.randint(np.iinfo(np.int32).max),
     )
+    sparsity = getattr(config, "sparsity", 0.0)
+    if sparsity and n_channels:
+        # A group penalty too large for the signal zeroes every neuron of a
+        # channel: a stationary point, not a finding of "no members".
+        empty = int(np.sum(np.asarray(result.weights) == 0))
+        if empty:
+            warnings.warn(
+                f"sparsity={sparsity:g} set every neuron of {empty} of {n_channels} "
+                "channel(s) to zero: the penalty is larger than the signal there. Lower "
+                "sparsity (mics.workflows.choose_sparsity chooses it on the folds) or "
+                "fit fewer channels.",
+                UserWarning,
+                stacklevel=3,
+            )
     if reduction is not None:  # patterns over neurons again
         result, cm = reduction.restore_fit(result), reduction.restore_moments(cm)
     cm = scales.restore_moments(cm, interaction=False)
