@@ -18,8 +18,13 @@ Per session:
    trial-blocked 5-fold CV, ``--n-perm`` permutations. The estimator is the
    cheapest that keeps the test exact: rank selected once on the real data
    and then fixed, ``cv=5, max_channels=2, n_init=1, max_iter=50``.
+   The test also reports its effect size: the held-out target variance that
+   max(K, 1) channels explain beyond the additive model, with a
+   ``--effect-boot`` whole-trial bootstrap interval.
 5. The model with the selected K (at least one channel) is refitted and its
-   decomposition bootstrapped over whole trials (``mics.bootstrap_channels``).
+   decomposition bootstrapped over whole trials (``mics.bootstrap_channels``);
+   the same draws give the source-minus-target asymmetry (``mics.asymmetry``),
+   reported for the significant tests.
 6. Negative controls: the same analysis with the modulator of every other
    session (``--control-donors`` of them; all sessions have 128 trials of 49
    samples, so trials match by count), ``--control-perm`` permutations with
@@ -28,18 +33,32 @@ Per session:
    recorded in another animal cannot gate this session, so about 5% of
    the controls should reach p <= 0.05 and no more.
 
+7. Power on each session's own recording (``mics.power_analysis``) for the
+   ``--power-modulators`` set: random channels of ``--power-strengths``
+   planted into the target, ``--power-sims`` data sets each, the same
+   estimator and trial null with ``--power-perm`` permutations (stopped once
+   the data set can no longer reach p <= 0.05, which leaves every detection
+   unchanged): the minimum detectable effect at 80% power.
+8. Split-by-state reduced-rank regression (``studies/validation/split_by_state.py``)
+   on the same split and sessions, with pupil and with running speed as the
+   state: trials split at the median of their mean state, four statistics,
+   the null from the first ``--split-perm`` of the mics test's own trial
+   permutations.
+
 Across sessions: Holm correction within each modulator set (7 tests) and
 over all 21 tests, and a summed-statistic permutation test per modulator set.
 
 Writes ``results/park2024/``: ``sessions.csv``, ``tests.csv``, ``splits.csv``,
-``decomposition.csv``, ``summary.csv``, ``park2024.png`` and ``README.md``.
+``decomposition.csv``, ``asymmetry.csv``, ``power.csv``, ``split_by_state.csv``,
+``summary.csv``, ``park2024.png`` and ``README.md``.
 
 Usage::
 
     python studies/park2024_state_gating.py                # full study (resumes from
                                                            # results/park2024/cache)
     python studies/park2024_state_gating.py --sessions 1 --n-perm 9 --control-perm 9 \
-        --n-splits 2 --n-boot 4 --out /tmp/park            # smoke run
+        --n-splits 2 --n-boot 4 --effect-boot 4 --power-sims 2 --power-perm 19 \
+        --split-perm 4 --out /tmp/park                     # smoke run
 """
 
 from __future__ import annotations
@@ -47,16 +66,19 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 from scipy import stats
 from tqdm import tqdm
 
 import mics
 import mics.datasets
 from mics.model import PARTS, decompose
+from mics.model.decomposition import summarize_asymmetry
 
 try:  # run as a script (studies/ on sys.path) or imported as studies.park2024_state_gating
     import study_tools as tools
@@ -64,6 +86,8 @@ except ImportError:  # pragma: no cover
     from studies import study_tools as tools
 
 MODULATORS = {"pupil": ["pupil"], "running": ["speed"], "pupil+running": ["pupil", "speed"]}
+# Scalar states for the split-by-state comparison (a median split needs one variable).
+STATES = {"pupil": "pupil", "running": "speed"}
 ALPHA = 0.05
 
 
@@ -107,10 +131,32 @@ def capped(seed, search):
     return mics.MICs(random_state=seed, **{**tools.CHEAP, "channel_search": search})
 
 
-def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None, search="grid"):
+def run_test(
+    sess,
+    donor,
+    modset,
+    n_perm,
+    n_boot,
+    n_jobs,
+    seed,
+    stop_after=None,
+    search="grid",
+    n_effect=0,
+):
     """One session, one modulator set: selection, trial-null test and bootstrap.
 
     ``search`` is the estimator's ``channel_search`` (the committed tables: grid).
+    ``n_effect`` bootstrap draws give the effect size's interval (real tests;
+    the controls report p-values only and pass 0).
+
+    Returns
+    -------
+    row : dict
+    null : ndarray
+    decomp : list of dict
+    extra : dict
+        For a real test: ``test`` (the ModulationTest) and, with ``n_boot``,
+        ``asymmetry`` (``mics.asymmetry`` of the K >= 1 model).
     """
     X, Y = split(sess["activity"], 0)
     Z = donor["modulators"][MODULATORS[modset]].to_numpy()
@@ -131,6 +177,7 @@ def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None,
         verbose=0,
         random_state=seed,
         stop_after=stop_after,
+        n_boot=n_effect,
     )
     null = res.null_distribution
     row = dict(
@@ -147,8 +194,10 @@ def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None,
         null_q95=float(np.quantile(null, 0.95)),
         n_perm=len(null),
         p_value=res.p_value,
+        **tools.effect_fields(res),
     )
     decomp = []
+    extra = dict(test=res) if donor is sess else {}
     if n_boot and donor is sess:
         k = max(res.n_channels, 1)
         model = tools.quiet_fit(fixed.set_params(n_channels=k), X, Y, Z, groups)
@@ -178,7 +227,43 @@ def run_test(sess, donor, modset, n_perm, n_boot, n_jobs, seed, stop_after=None,
                     n_boot=n_boot,
                 )
             )
-    return row, null, decomp
+        extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot)
+    return row, null, decomp, extra
+
+
+def session_power(sess, modset, rank, args):
+    """``mics.power_analysis`` of one session: the real test's estimator and null."""
+    X, Y = split(sess["activity"], 0)
+    Z = sess["modulators"][MODULATORS[modset]].to_numpy()
+    est = capped(args.seed, args.channel_search).set_params(rank=int(rank))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mics.power_analysis(
+            est,
+            X,
+            Y,
+            Z,
+            groups=sess["trial"],
+            conditions=sess["direction"],
+            null="trial",
+            strengths=args.power_strengths,
+            geometry="random",
+            n_sims=args.power_sims,
+            n_permutations=args.power_perm,
+            stop_after=tools.detection_stop(args.power_perm, ALPHA),
+            alpha=ALPHA,
+            n_jobs=args.n_jobs,
+            verbose=0,
+            random_state=args.seed,
+        )
+
+
+def state_split(sess, state, permutations):
+    """Split-by-state RRR on split 0 of one session, with the mics test's permutations."""
+    X, Y = split(sess["activity"], 0)
+    z = sess["modulators"][STATES[state]].to_numpy()
+    row = tools.split_by_state_tests(X, Y, z, sess["trial"], permutations)
+    return dict(session=sess["session"], state=state, **row)
 
 
 def split_statistics(sessions, modsets, n_splits, seed, search="grid"):
@@ -203,7 +288,94 @@ def split_statistics(sessions, modsets, n_splits, seed, search="grid"):
     return pd.DataFrame(rows)
 
 
-def summarize(tests, nulls):
+def asymmetry_table(tests, extras):
+    """Asymmetry of every real test's K >= 1 model; ``reported`` marks the significant ones.
+
+    Significant means p <= 0.05 after Holm within the modulator set; when no
+    test survives Holm, p <= 0.05 uncorrected (``criterion`` says which).
+    """
+    real = tests[tests.analysis == "real"]
+    holm = real.p_holm_set <= ALPHA
+    criterion = "Holm within set" if holm.any() else "uncorrected p <= 0.05"
+    chosen = holm if holm.any() else real.p_value <= ALPHA
+    rows = []
+    for (_, row), sig in zip(real.iterrows(), chosen, strict=True):
+        extra = extras.get((row.session, row.modulators), {})
+        if "asymmetry" not in extra:
+            continue
+        a = extra["asymmetry"]
+        rows.append(
+            dict(
+                session=row.session,
+                modulators=row.modulators,
+                p_value=row.p_value,
+                p_holm_set=row.p_holm_set,
+                rank=int(row["rank"]),
+                criterion=criterion,
+                reported=bool(sig),
+                **tools.asymmetry_fields(a),
+                sentence=summarize_asymmetry(a),
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def run_power(sessions, tests, args, cache):
+    """Power analyses (cached) of the ``--power-modulators`` tests, one per session."""
+    real = tests[tests.analysis == "real"].set_index(["session", "modulators"])
+    rows, powers = [], {}
+    jobs = [(sess, m) for m in args.power_modulators if m in args.modulators for sess in sessions]
+    strengths = "-".join(f"{x:g}" for x in args.power_strengths)
+    for sess, modset in tqdm(jobs, desc="power analyses"):
+        rank = int(real.loc[(sess["session"], modset), "rank"])
+        key = (
+            f"power_{sess['session']}_{modset}_{strengths}_{args.power_sims}_"
+            f"{args.power_perm}_{args.seed}"
+        )
+        path = cache / f"{key}.pkl"
+        if path.exists():
+            power = pd.read_pickle(path)
+        else:
+            power = session_power(sess, modset, rank, args)
+            pd.to_pickle(power, path)
+        powers[(sess["session"], modset)] = power
+        rows += tools.power_rows(power, session=sess["session"], modulators=modset, rank=rank)
+    return pd.DataFrame(rows), powers
+
+
+def run_split_by_state(sessions, extras, args, cache):
+    """Split-by-state RRR per session, pupil and running, on the tests' own permutations."""
+    jobs, rows, keys = [], {}, []
+    for state in STATES:
+        for sess in sessions:
+            extra = extras.get((sess["session"], state))
+            if extra is None:  # the modulator set was not run
+                continue
+            perms = extra["test"].permutations[: args.split_perm]
+            key = f"split_{sess['session']}_{state}_{len(perms)}_{args.seed}"
+            keys.append(key)
+            path = cache / f"{key}.pkl"
+            if path.exists():
+                rows[key] = pd.read_pickle(path)
+            else:
+                jobs.append((key, path, sess, state, perms))
+    # The RRR fits are BLAS calls that release the GIL: threads suffice.
+    done = Parallel(n_jobs=args.n_jobs, backend="threading")(
+        delayed(state_split)(sess, state, perms) for _, _, sess, state, perms in jobs
+    )
+    for (key, path, *_), row in zip(jobs, done, strict=True):
+        pd.to_pickle(row, path)
+        rows[key] = row
+    table = pd.DataFrame([rows[k] for k in keys])
+    if len(table):
+        mics_p = {k: v["test"].p_value for k, v in extras.items()}
+        table.insert(
+            4, "mics_p", [mics_p[(s, m)] for s, m in zip(table.session, table.state, strict=True)]
+        )
+    return table
+
+
+def summarize(tests, nulls, asym=None, power=None, states=None):
     """Holm-corrected counts per modulator set, summed-statistic tests, control rate."""
     real = tests[tests.analysis == "real"]
     rows = []
@@ -277,16 +449,68 @@ def summarize(tests, nulls):
             detail=f"significant: real {k_real}/{len(real)}, controls {k_ctrl}/{len(ctrl)}",
         )
     )
+    # Effect sizes: how many real intervals exclude 0 (descriptive).
+    has_ci = real.effect_low.notna()
+    rows.append(
+        dict(
+            quantity="effect_interval_above_0",
+            value=int(np.sum(real.effect_low > 0)),
+            n=int(has_ci.sum()),
+            detail=f"effect sizes from {real.effect_size.min():.4f} to "
+            f"{real.effect_size.max():.4f} (held-out variance fraction)",
+        )
+    )
+    if power is not None and len(power):
+        for (session, modset), g in power.groupby(["session", "modulators"], sort=False):
+            rows.append(
+                dict(
+                    quantity=f"mde[{session}, {modset}]",
+                    value=float(g.mde.iloc[0]),
+                    n=int(g.n_sims.iloc[0]),
+                    detail=tools.mde_words(g),
+                )
+            )
+    if asym is not None and len(asym):
+        rep = asym[asym.reported]
+        rows.append(
+            dict(
+                quantity="asymmetry_reported",
+                value=len(rep),
+                n=len(asym),
+                detail=f"criterion: {asym.criterion.iloc[0]}; interval excludes 0 in "
+                f"{int(np.sum(rep.asymmetry_p < ALPHA))}",
+            )
+        )
+    if states is not None and len(states):
+        for state, g in states.groupby("state", sort=False):
+            for method in tools.SPLIT_METHODS:
+                rows.append(
+                    dict(
+                        quantity=f"split_by_state_significant[{state}, {method}]",
+                        value=int(np.sum(g[f"{method}_p"] <= ALPHA)),
+                        n=len(g),
+                        detail=f"{int(g.n_perm.iloc[0])} trial permutations (the mics test's)",
+                    )
+                )
+            rows.append(
+                dict(
+                    quantity=f"split_by_state_significant[{state}, mics]",
+                    value=int(np.sum(g.mics_p <= ALPHA)),
+                    n=len(g),
+                    detail="the mics test of the same sessions",
+                )
+            )
     return pd.DataFrame(rows)
 
 
-def figure(tests, decomp, path):
+def figure(tests, decomp, power, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), constrained_layout=True)
+    fig, grid = plt.subplots(2, 2, figsize=(14, 9), constrained_layout=True)
+    axes = grid.ravel()
     real = tests[tests.analysis == "real"].reset_index(drop=True)
     sessions = list(dict.fromkeys(real.session))
     colors = dict(zip(MODULATORS, ["C0", "C1", "C2"], strict=True))
@@ -337,11 +561,61 @@ def figure(tests, decomp, path):
         ax.set_ylabel("fraction of modulation tensor energy")
         ax.set_title("decomposition (descriptive unless significant)")
         ax.legend(fontsize=7)
+    ax = axes[3]
+    for j, modset in enumerate(modsets):
+        sub = real[real.modulators == modset].set_index("session").loc[sessions]
+        x = np.arange(len(sessions)) + (j - 1) * 0.25
+        err = np.vstack([sub.effect_size - sub.effect_low, sub.effect_high - sub.effect_size])
+        ax.errorbar(
+            x,
+            100 * sub.effect_size,
+            yerr=100 * np.nan_to_num(err),
+            fmt="o",
+            color=colors[modset],
+            label=f"{modset}: effect, 95% CI",
+            capsize=2,
+        )
+    if len(power):
+        for modset, g in power.groupby("modulators", sort=False):
+            mde = g.groupby("session", sort=False).mde.first().reindex(sessions).to_numpy()
+            top = g.strength.max()
+            x = np.arange(len(sessions))
+            shown = np.where(np.isnan(mde), top, mde)
+            ax.scatter(
+                x,
+                100 * shown,
+                marker="v",
+                s=60,
+                color=colors[modset],
+                edgecolor="k",
+                label=f"{modset}: minimum detectable effect (80% power)",
+            )
+            if np.isnan(mde).any():
+                ax.scatter(
+                    x[np.isnan(mde)],
+                    100 * shown[np.isnan(mde)],
+                    marker="^",
+                    s=60,
+                    facecolor="none",
+                    edgecolor="k",
+                    label="MDE above the largest strength",
+                )
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xticks(range(len(sessions)), [s.split("_")[1] for s in sessions], rotation=45)
+    ax.set_ylabel("held-out target variance beyond additive (%)")
+    title = "effect size of max(K, 1) channels vs minimum detectable effect"
+    low = np.nanmin(100 * real.effect_low.to_numpy(dtype=float), initial=0.0)
+    if low < -3:  # a few very wide intervals would flatten the rest
+        top = ax.get_ylim()[1]
+        ax.set_ylim(-3.2, top)
+        title += "\n(axis cut at -3%: longer intervals in tests.csv)"
+    ax.set_title(title)
+    ax.legend(fontsize=7)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def readme(out, info, tests, splits, decomp, summary, args, seconds):
+def readme(out, info, tests, splits, decomp, summary, args, seconds, asym, power, states, extras):
     real = tests[tests.analysis == "real"]
     s = summary.set_index("quantity")
     lines = [
@@ -349,11 +623,14 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
         "",
         f"Generated by `python studies/park2024_state_gating.py` "
         f"({len(real.session.unique())} sessions, {args.n_perm} trial permutations per test, "
-        f"{args.control_perm} per control, {args.n_boot} trial bootstraps, "
+        f"{args.control_perm} per control, {args.n_boot} trial bootstraps of the decomposition, "
         f"{args.n_splits} random splits, {args.n_donors} other-session modulators per "
-        f"session as controls; run time {seconds / 60:.1f} min with "
+        f"session as controls, {args.effect_boot} trial bootstraps of each real test's effect "
+        f"size, a power analysis per session for {', '.join(args.power_modulators) or 'none'} "
+        f"and split-by-state RRR with {args.split_perm} permutations; run time "
+        f"{seconds / 60:.1f} min with "
         f"n_jobs={args.n_jobs}, {args.cached} of {len(tests)} tests read from the cache of an "
-        "earlier run"
+        f"earlier run{args.time_note}"
         + ("" if args.channel_search == "grid" else f", channel_search={args.channel_search!r}")
         + "). Every number below is in the CSV tables beside this file.",
         "",
@@ -437,6 +714,9 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
                 "- No test reached p <= 0.05, so the decomposition in `decomposition.csv` "
                 "(of the K >= 1 model) describes fitted noise and is not interpreted."
             )
+    lines += effect_section(tests, power, args)
+    lines += asymmetry_section(asym)
+    lines += split_section(states, args)
     lines += [
         "",
         "## Limits",
@@ -455,7 +735,13 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
         "statistic as the across-session test.",
         f"- Controls use {args.control_perm} permutations, stopped early after "
         f"{args.control_stop} null statistics reach the observed one (Besag and Clifford "
-        "1991), to fit the time budget; the p-values stay exact. The controls share "
+        "1991), to fit the time budget; the p-values stay exact"
+        + (
+            ", and a control is significant at 0.05 exactly when the full test would be"
+            if tools.same_decisions(args.control_stop, args.control_perm)
+            else ""
+        )
+        + ". The controls share "
         "sessions and donors, so they are not independent and the interval above is "
         "approximate.",
         "",
@@ -476,12 +762,136 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds):
                     "null_q95",
                     "p_value",
                     "p_holm_set",
+                    "effect_size",
+                    "effect_low",
+                    "effect_high",
                 ]
             ]
         ),
         "",
     ]
     (out / "README.md").write_text("\n".join(lines))
+
+
+def _pct(x):
+    return "nan" if np.isnan(x) else f"{100 * x:.2f}%"
+
+
+def effect_section(tests, power, args):
+    """Effect sizes with intervals, minimum detectable effects, one sentence per test."""
+    real = tests[tests.analysis == "real"]
+    lines = [
+        "",
+        "## Effect sizes and minimum detectable effects",
+        "",
+        "Effect size: the fraction of the target's held-out variance that max(K, 1) channels "
+        "explain beyond the additive model (baseline of the selected rank plus the modulator's "
+        "additive effect), mean over the 5 trial-blocked folds, with a 95% interval from "
+        f"{args.effect_boot} whole-trial bootstraps (`ModulationTest.effect_size`, "
+        "`effect_interval`; `tests.csv` columns `effect_*`). K = 0 was selected, so it is the "
+        "one-channel value: how much gating the data leave room for."
+        if int(np.sum(real.n_channels > 0)) == 0
+        else "Effect size: the fraction of the target's held-out variance that max(K, 1) channels "
+        "explain beyond the additive model, mean over the 5 trial-blocked folds, with a 95% "
+        f"interval from {args.effect_boot} whole-trial bootstraps (`tests.csv` columns "
+        "`effect_*`).",
+        "",
+    ]
+    if len(power):
+        lines += [
+            tools.power_method_text(args, args.n_perm, "target (split 0)")
+            + " The planted data sets keep the session's trials, grating directions and "
+            "modulator; their null permutes trials within grating direction, as the real "
+            f"test's does. Modulator set: {', '.join(dict.fromkeys(power.modulators))} (one "
+            "power analysis per session fits the time budget; the other modulator sets' "
+            "MDEs were not measured).",
+            "",
+        ]
+    has_power = set(zip(power.session, power.modulators, strict=True)) if len(power) else set()
+    header = "| session | modulators | K | p | p (Holm, set) | effect [95% CI] | MDE (80% power) |"
+    lines += [header, "|---|---|---|---|---|---|---|"]
+    for r in real.itertuples():
+        mde = "-"
+        if (r.session, r.modulators) in has_power:
+            g = power[(power.session == r.session) & (power.modulators == r.modulators)]
+            mde = tools.mde_words(g)
+        lines.append(
+            f"| {r.session} | {r.modulators} | {r.n_channels} | {r.p_value:.3g} | "
+            f"{r.p_holm_set:.3g} | {_pct(r.effect_size)} [{_pct(r.effect_low)}, "
+            f"{_pct(r.effect_high)}] | {mde} |"
+        )
+    lines += [
+        "",
+        f"Effect intervals above 0 in {int(np.sum(real.effect_low > 0))}/{len(real)} tests; "
+        f"effect sizes range from {_pct(real.effect_size.min())} to "
+        f"{_pct(real.effect_size.max())}.",
+        "",
+        "### One sentence per test (`ModulationTest.summary`)",
+        "",
+    ]
+    lines += [f"- **{r.session}, {r.modulators}**: {r.sentence}" for r in real.itertuples()]
+    return lines
+
+
+def asymmetry_section(asym):
+    lines = ["", "## Source- against target-side reconfiguration (asymmetry)", ""]
+    if not len(asym):
+        return lines + ["No decomposition was bootstrapped (`--n-boot 0`): no asymmetry."]
+    rep = asym[asym.reported]
+    criterion = asym.criterion.iloc[0]
+    what = (
+        "No test survives Holm within its modulator set, so the asymmetry is reported for the "
+        "tests significant at 0.05 *uncorrected*; none of them is a corrected finding."
+        if criterion.startswith("uncorrected")
+        else "Reported for the tests significant at 0.05 after Holm within their modulator set."
+    )
+    lines += [
+        "`mics.asymmetry`: private-source minus private-target fraction of the modulation "
+        "tensor's energy of the K >= 1 model, with a bias-corrected interval and p-value from "
+        "the same whole-trial bootstrap as the decomposition (`asymmetry.csv`, which also holds "
+        "the non-significant tests, descriptive only). " + what,
+        "",
+    ]
+    if not len(rep):
+        return lines + ["No test was significant, even uncorrected, so no asymmetry is reported."]
+    lines += [
+        f"- **{r.session}, {r.modulators}** (p = {r.p_value:.3g}): {_rank_note(r)}{r.sentence}"
+        for r in rep.itertuples()
+    ]
+    return lines
+
+
+def _rank_note(row):
+    """Why the asymmetry is void when the selected baseline rank is 0."""
+    if row.rank > 0:
+        return ""
+    return (
+        "*The selected baseline rank is 0: there is no communication subspace, every pattern "
+        "lies outside it and the decomposition is all 'new', so the asymmetry is not defined "
+        "for this test; the sentence that follows only restates that.* "
+    )
+
+
+def split_section(states, args):
+    lines = ["", "## Split-by-state RRR on the same sessions", ""]
+    if not len(states):
+        return lines + ["Not run (no pupil or running test)."]
+    methods = list(tools.SPLIT_METHODS)
+    lines += [
+        tools.split_method_text(int(states.n_perm.iloc[0]), "pupil (or running speed)")
+        + " Same sessions and split 0 of the neurons as the mics tests.",
+        "",
+        "| session | state | high trials | mics p | " + " | ".join(methods) + " |",
+        "|---|---|---|---|" + "---|" * len(methods),
+    ]
+    for r in states.itertuples():
+        cells = " | ".join(f"{getattr(r, f'{m}_p'):.3g}" for m in methods)
+        lines.append(f"| {r.session} | {r.state} | {r.n_high}/128 | {r.mics_p:.3g} | {cells} |")
+    lines += ["", "Significant at 0.05 (uncorrected), out of the sessions:", ""]
+    for state, g in states.groupby("state", sort=False):
+        counts = ", ".join(f"{m} {int(np.sum(g[f'{m}_p'] <= ALPHA))}" for m in ["mics", *methods])
+        lines.append(f"- {state}: {counts} (of {len(g)}).")
+    return lines
 
 
 def main(argv=None):
@@ -492,8 +902,9 @@ def main(argv=None):
     parser.add_argument(
         "--control-stop",
         type=int,
-        default=10,
-        help="stop a control's test after this many null statistics reach the observed one",
+        default=2,
+        help="stop a control's test after this many null statistics reach the observed one "
+        "(2 with 39 permutations: every decision at 0.05 is the full test's)",
     )
     parser.add_argument(
         "--control-donors",
@@ -502,6 +913,27 @@ def main(argv=None):
         help="other sessions whose modulator each session borrows (default: all)",
     )
     parser.add_argument("--n-boot", type=int, default=50)
+    parser.add_argument(
+        "--effect-boot", type=int, default=50, help="trial bootstraps of the effect size"
+    )
+    parser.add_argument(
+        "--power-modulators",
+        nargs="*",
+        choices=list(MODULATORS),
+        default=["pupil"],
+        help="modulator sets whose tests get a power analysis per session",
+    )
+    parser.add_argument(
+        "--power-strengths", type=float, nargs="+", default=[0.0008, 0.002, 0.005, 0.0125]
+    )
+    parser.add_argument("--power-sims", type=int, default=10, help="data sets per strength")
+    parser.add_argument("--power-perm", type=int, default=39)
+    parser.add_argument(
+        "--split-perm",
+        type=int,
+        default=99,
+        help="trial permutations of the split-by-state comparison (the first of the test's)",
+    )
     parser.add_argument("--n-splits", type=int, default=5)
     parser.add_argument(
         "--modulators", nargs="+", choices=list(MODULATORS), default=list(MODULATORS)
@@ -545,24 +977,25 @@ def main(argv=None):
             for j in range(1, n_donors + 1)
         ]
     ]
-    rows, nulls, decomp = [], {}, []
+    rows, nulls, decomp, extras = [], {}, [], {}
     # Each finished test is kept in out/cache, so an interrupted study resumes
     # where it stopped (and `--sessions N` can summarise the first N sessions).
     cache = out / "cache"
     cache.mkdir(exist_ok=True)
     for sess, donor, modset, n_perm, stop in tqdm(jobs, desc="tests (session x modulators)"):
+        n_effect = args.effect_boot if donor is sess else 0
         key = (
             f"{sess['session']}_{donor['session']}_{modset}_{n_perm}_{stop}_{args.n_boot}_"
-            f"{args.seed}"
+            f"{args.seed}_e{n_effect}"
         )
         if args.channel_search != "grid":  # the grid runs' cache keys predate the option
             key += f"_{args.channel_search}"
         path = cache / f"{key}.pkl"
         if path.exists():
-            row, null, dec = pd.read_pickle(path)
+            row, null, dec, extra = pd.read_pickle(path)
             args.cached += 1
         else:
-            row, null, dec = run_test(
+            row, null, dec, extra = run_test(
                 sess,
                 donor,
                 modset,
@@ -572,11 +1005,14 @@ def main(argv=None):
                 args.seed,
                 stop,
                 args.channel_search,
+                n_effect,
             )
-            pd.to_pickle((row, null, dec), path)
+            pd.to_pickle((row, null, dec, extra), path)
         rows.append(row)
         nulls[(row["session"], modset, row["modulator_session"])] = null
         decomp += dec
+        if extra:
+            extras[(row["session"], modset)] = extra
     tests = pd.DataFrame(rows)
     real = tests.analysis == "real"
     tests["p_holm_set"] = np.nan
@@ -589,12 +1025,24 @@ def main(argv=None):
         sessions, args.modulators, args.n_splits, args.seed, args.channel_search
     )
     decomp = pd.DataFrame(decomp)
-    summary = summarize(tests, nulls)
+    asym = asymmetry_table(tests, extras)
+    power, powers = run_power(sessions, tests, args, cache)
+    states = run_split_by_state(sessions, extras, args, cache)
+    tests["sentence"] = ""
+    for i, row in tests[real].iterrows():
+        test = extras[(row.session, row.modulators)]["test"]
+        tests.loc[i, "sentence"] = test.summary(
+            power=powers.get((row.session, row.modulators)), alpha=ALPHA
+        )
+    summary = summarize(tests, nulls, asym, power, states)
     tests.to_csv(out / "tests.csv", index=False)
     splits.to_csv(out / "splits.csv", index=False)
     decomp.to_csv(out / "decomposition.csv", index=False)
+    asym.to_csv(out / "asymmetry.csv", index=False)
+    power.to_csv(out / "power.csv", index=False)
+    states.to_csv(out / "split_by_state.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
-    figure(tests, decomp, out / "park2024.png")
+    figure(tests, decomp, power, out / "park2024.png")
     seconds = time.perf_counter() - t0
     info = pd.DataFrame(
         [
@@ -611,7 +1059,8 @@ def main(argv=None):
         ]
     )
     info.to_csv(out / "sessions.csv", index=False)
-    readme(out, info, tests, splits, decomp, summary, args, seconds)
+    args.time_note = tools.run_time_note(cache, seconds, args.cached, len(tests))
+    readme(out, info, tests, splits, decomp, summary, args, seconds, asym, power, states, extras)
     print(summary.to_string(index=False))
     print(f"run time {seconds:.0f} s ({seconds / 60:.1f} min); wrote {out}")
     return tests, splits, decomp, summary

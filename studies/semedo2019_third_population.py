@@ -16,21 +16,37 @@ held-out V1 neurons, stimulus means already subtracted.
    ``--n-perm`` permutations, estimator ``MICs(cv=5, max_channels=1,
    n_init=1, max_iter=50)`` with the rank selected once on the real data
    and fixed: the statistic is the cross-validated gain of one channel over
-   none. Then the decomposition of the K = 1 model bootstrapped over trials.
+   none. The test's effect size: the held-out V2 variance one channel
+   explains beyond the additive model, with a ``--effect-boot`` whole-trial
+   bootstrap interval. Then the decomposition of the K = 1 model
+   bootstrapped over trials, whose draws also give the source-minus-target
+   asymmetry (``mics.asymmetry``), reported for the significant tests.
 3. Negative controls for each form, the same analysis with the modulator
    time-reversed (the whole series, so trials and bins run backwards) and
    with ``--n-controls - 1`` fixed random permutations of its trials,
    ``--control-perm`` permutations each with Besag-Clifford early stopping
    after ``--control-stop`` exceedances (the p-value stays exact).
+4. Power for each form (``mics.power_analysis``): random channels of
+   ``--power-strengths`` planted into V2, ``--power-sims`` data sets each,
+   the real test's estimator and trial null with ``--power-perm``
+   permutations (stopped once a data set can no longer reach p <= 0.05,
+   which leaves every detection unchanged): the minimum detectable effect.
+5. Split-by-state RRR (``studies/validation/split_by_state.py``) beside each
+   test: trials split at the median of a scalar summary of the held-out V1
+   (its population mean for the neurons form, its first PC for the PCs
+   form), four statistics, the null from the first ``--split-perm`` of the
+   mics test's own trial permutations.
 
 Writes ``results/semedo2019/``: ``subspaces.csv``, ``tests.csv``,
-``decomposition.csv``, ``summary.csv``, ``semedo2019.png`` and ``README.md``.
+``decomposition.csv``, ``asymmetry.csv``, ``power.csv``, ``split_by_state.csv``,
+``summary.csv``, ``semedo2019.png`` and ``README.md``.
 
 Usage::
 
     python studies/semedo2019_third_population.py             # full study
     python studies/semedo2019_third_population.py --n-perm 9 --control-perm 9 \
-        --n-controls 2 --n-boot 4 --out /tmp/semedo           # smoke run
+        --n-controls 2 --n-boot 4 --effect-boot 4 --power-sims 2 --power-perm 19 \
+        --split-perm 4 --out /tmp/semedo                      # smoke run
 """
 
 from __future__ import annotations
@@ -38,6 +54,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +65,7 @@ from tqdm import tqdm
 import mics
 import mics.datasets
 from mics.model import PARTS, decompose
+from mics.model.decomposition import summarize_asymmetry
 
 try:  # run as a script (studies/ on sys.path) or imported as a package module
     import study_tools as tools
@@ -112,13 +130,16 @@ def trial_permuted(Z, seed):
 ESTIMATOR = {**tools.CHEAP, "max_channels": 1}
 
 
-def run_test(X, Y, Z, groups, modulator, label, n_perm, n_boot, n_jobs, seed, stop_after=None):
+def run_test(
+    X, Y, Z, groups, modulator, label, n_perm, n_boot, n_jobs, seed, stop_after=None, n_effect=0
+):
+    """One test; ``extra`` holds the real test's ModulationTest and asymmetry."""
     est = mics.MICs(random_state=seed, **ESTIMATOR)
     _, selected = tools.improvement(est, X, Y, Z, groups)
     fixed = est.set_params(rank=selected.rank_)
     res = mics.test_modulation(
         fixed, X, Y, Z, n_permutations=n_perm, groups=groups, null="trial", n_jobs=n_jobs,
-        verbose=0, random_state=seed, stop_after=stop_after,
+        verbose=0, random_state=seed, stop_after=stop_after, n_boot=n_effect,
     )  # fmt: skip
     null = res.null_distribution
     row = dict(
@@ -133,8 +154,10 @@ def run_test(X, Y, Z, groups, modulator, label, n_perm, n_boot, n_jobs, seed, st
         null_q95=float(np.quantile(null, 0.95)),
         n_perm=len(null),
         p_value=res.p_value,
+        **tools.effect_fields(res),
     )
     decomp = []
+    extra = dict(test=res) if label == "real" else {}
     if n_boot:
         k = max(res.n_channels, 1)
         model = tools.quiet_fit(fixed.set_params(n_channels=k), X, Y, Z, groups)
@@ -156,16 +179,31 @@ def run_test(X, Y, Z, groups, modulator, label, n_perm, n_boot, n_jobs, seed, st
                     n_boot=n_boot,
                 )
             )
-    return row, null, decomp
+        extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot)
+    return row, null, decomp, extra
 
 
-def figure(subs, tests, nulls, path):
+def modulator_power(X, Y, Z, groups, rank, args):
+    """``mics.power_analysis`` of one form of the modulator: the real test's estimator and null."""
+    est = mics.MICs(random_state=args.seed, **{**ESTIMATOR, "rank": int(rank)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mics.power_analysis(
+            est, X, Y, Z, groups=groups, null="trial", strengths=args.power_strengths,
+            geometry="random", n_sims=args.power_sims, n_permutations=args.power_perm,
+            stop_after=tools.detection_stop(args.power_perm, ALPHA), alpha=ALPHA,
+            n_jobs=args.n_jobs, verbose=0, random_state=args.seed,
+        )  # fmt: skip
+
+
+def figure(subs, tests, nulls, power, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
+    fig, grid = plt.subplots(2, 2, figsize=(13, 8), constrained_layout=True)
+    axes = grid.ravel()
     ax = axes[0]
     for name, sub in subs.groupby("target", sort=False):
         ax.errorbar(sub["rank"], sub.mean_score, yerr=sub.sem_loss, marker="o", label=name)
@@ -199,6 +237,37 @@ def figure(subs, tests, nulls, path):
     ax.set_xlabel("control (0 = time-reversed, others trial-permuted)")
     ax.set_ylabel("permutation p-value")
     ax.legend(fontsize=7)
+    ax = axes[3]
+    for i, r in enumerate(real.itertuples()):
+        lo, hi = r.effect_size - r.effect_low, r.effect_high - r.effect_size
+        ax.errorbar(
+            [i],
+            [100 * r.effect_size],
+            yerr=100 * np.nan_to_num([[lo], [hi]]),
+            fmt="o",
+            color=f"C{i}",
+            capsize=3,
+            label=f"{r.modulator}: effect, 95% CI",
+        )
+        g = power[power.modulator == r.modulator]
+        if len(g):
+            mde = float(g.mde.iloc[0])
+            shown = g.strength.max() if np.isnan(mde) else mde
+            ax.scatter(
+                [i + 0.15],
+                [100 * shown],
+                marker="^" if np.isnan(mde) else "v",
+                s=70,
+                color=f"C{i}",
+                edgecolor="k",
+                label=f"{r.modulator}: MDE" + (" above this" if np.isnan(mde) else ""),
+            )
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xticks(range(len(real)), list(real.modulator))
+    ax.set_xlim(-0.6, len(real) - 0.4)
+    ax.set_ylabel("held-out V2 variance beyond additive (%)")
+    ax.set_title("effect size of one channel vs minimum detectable effect (80% power)")
+    ax.legend(fontsize=7)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -231,7 +300,7 @@ def _finding(row, explained=None):
     return text
 
 
-def readme(out, subs, tests, decomp, summary, explained, args, seconds):
+def readme(out, subs, tests, decomp, summary, explained, args, seconds, asym, power, states):
     s = summary.set_index("quantity")
     real = tests[tests.analysis == "real"]
     sel = subs[subs.selected].set_index("target")
@@ -241,9 +310,14 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds):
         f"Generated by `python studies/semedo2019_third_population.py` ({args.n_perm} trial "
         f"permutations for each real test, {args.n_controls} controls per modulator with up "
         f"to {args.control_perm} each (stopped after {args.control_stop} exceedances), "
-        f"{args.n_boot} trial bootstraps; run time {seconds / 60:.1f} min with "
+        f"{args.n_boot} trial bootstraps of the decomposition, {args.effect_boot} of each "
+        f"real test's effect size, a power analysis per form of the modulator "
+        f"({args.power_sims} data sets per strength, {args.power_perm} permutations) and "
+        f"split-by-state RRR with {args.split_perm} permutations; run time "
+        f"{seconds / 60:.1f} min with "
         f"n_jobs={args.n_jobs}, {args.cached} of {len(tests)} tests read from the cache of "
-        "an earlier run). Every number below is in the CSV tables beside this file.",
+        f"an earlier run{args.time_note}). Every number below is in the CSV tables beside "
+        "this file.",
         "",
         "## Findings",
         "",
@@ -287,6 +361,9 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds):
             )
             + ("." if sig else "; the test is not significant, so these describe fitted noise.")
         )
+    lines += _effect_section(tests, power, args)
+    lines += _asymmetry_section(asym)
+    lines += _split_section(states)
     lines += [
         "",
         "## Limits",
@@ -302,6 +379,14 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds):
         "and break only its pairing with the source and target trials.",
         "- The estimator is capped (cv=5, at most one channel, one start, 50 sweeps): the "
         "test stays exact, but power is lower than with the default selection.",
+        f"- Controls stop after {args.control_stop} null statistics reach the observed one "
+        "(Besag and Clifford 1991): their p-values stay exact"
+        + (
+            ", and a control is significant at 0.05 exactly when the full "
+            f"{args.control_perm}-permutation test would be."
+            if tools.same_decisions(args.control_stop, args.control_perm)
+            else "."
+        ),
         "- The controls of one modulator share its data, so they are not independent; "
         "the intervals above are approximate.",
         "",
@@ -321,12 +406,132 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds):
                     "null_q95",
                     "n_perm",
                     "p_value",
+                    "effect_size",
                 ]
             ]
         ),  # fmt: skip
         "",
     ]
     (out / "README.md").write_text("\n".join(lines))
+
+
+def _pct(x):
+    return "nan" if np.isnan(x) else f"{100 * x:.2f}%"
+
+
+def _effect_section(tests, power, args):
+    real = tests[tests.analysis == "real"]
+    lines = [
+        "",
+        "## Effect sizes and minimum detectable effects",
+        "",
+        "Effect size: the fraction of V2's held-out variance that one channel (max(K, 1); "
+        "K = 0 selected gives the one-channel value) explains beyond the additive model "
+        "(rank-2 baseline plus the held-out V1's additive effect), mean over the 5 "
+        f"trial-blocked folds, with a 95% interval from {args.effect_boot} whole-trial "
+        "bootstraps (`ModulationTest.effect_size`, `effect_interval`; `tests.csv` columns "
+        "`effect_*`; the controls report the estimate only).",
+        "",
+    ]
+    if len(power):
+        lines += [tools.power_method_text(args, args.n_perm, "V2 target"), ""]
+    lines += [
+        "| modulator | K | p | p (Holm) | effect [95% CI] | MDE (80% power) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in real.itertuples():
+        g = power[power.modulator == r.modulator] if len(power) else power
+        mde = tools.mde_words(g) if len(g) else "-"
+        lines.append(
+            f"| {r.modulator} | {r.n_channels} | {r.p_value:.3g} | {r.p_holm:.3g} | "
+            f"{_pct(r.effect_size)} [{_pct(r.effect_low)}, {_pct(r.effect_high)}] | {mde} |"
+        )
+    lines += ["", "### One sentence per test (`ModulationTest.summary`)", ""]
+    lines += [f"- **{r.modulator}**: {r.sentence}" for r in real.itertuples()]
+    return lines
+
+
+def _asymmetry_section(asym):
+    lines = ["", "## Source- against target-side reconfiguration (asymmetry)", ""]
+    if not len(asym):
+        return lines + ["No decomposition was bootstrapped (`--n-boot 0`): no asymmetry."]
+    rep = asym[asym.reported]
+    criterion = asym.criterion.iloc[0]
+    which = (
+        "Neither form survives Holm, so it is reported for the forms significant at 0.05 "
+        "*uncorrected*."
+        if criterion.startswith("uncorrected")
+        else "Reported for the forms significant at 0.05 after Holm over the two forms."
+    )
+    lines += [
+        "`mics.asymmetry`: private-source minus private-target fraction of the modulation "
+        "tensor's energy of the K = 1 model, with a bias-corrected interval and p-value from "
+        "the decomposition's whole-trial bootstrap (`asymmetry.csv`). " + which + " With 79 "
+        "source and 31 target neurons, the private fractions lean towards the larger (source) "
+        "side in small samples, and the test was liberal on simulations with unequal "
+        "populations (6/40 false positives at p = 30, q = 12; docs/guide/decomposition.md): "
+        "read a p near 0.05 as borderline.",
+        "",
+    ]
+    if not len(rep):
+        return lines + ["No test was significant, even uncorrected, so no asymmetry is reported."]
+    lines += [
+        f"- **{r.modulator}** (p = {r.p_value:.3g}, Holm {r.p_holm:.3g}): {r.sentence}"
+        for r in rep.itertuples()
+    ]
+    return lines
+
+
+def _split_section(states):
+    lines = ["", "## Split-by-state RRR beside the test", ""]
+    if not len(states):
+        return lines + ["Not run."]
+    methods = list(tools.SPLIT_METHODS)
+    lines += [
+        tools.split_method_text(
+            int(states.n_perm.iloc[0]),
+            "held-out V1 state (the population mean of the 31 held-out neurons beside the "
+            "neurons form; the first principal component beside the PCs form)",
+        )
+        + " The held-out V1 is no behavioural state: here the split asks whether V1 -> V2 "
+        "differs between trials of high and low held-out V1 activity.",
+        "",
+        "| modulator | high trials | mics p | " + " | ".join(methods) + " |",
+        "|---|---|---|" + "---|" * len(methods),
+    ]
+    for r in states.itertuples():
+        cells = " | ".join(f"{getattr(r, f'{m}_p'):.3g}" for m in methods)
+        lines.append(f"| {r.modulator} | {r.n_high}/{N_TRIALS} | {r.mics_p:.3g} | {cells} |")
+    return lines
+
+
+def asymmetry_table(tests, extras):
+    """Asymmetry of each real test's K = 1 model; ``reported`` marks the significant ones.
+
+    Significant means p <= 0.05 after Holm over the two forms; when neither
+    survives Holm, p <= 0.05 uncorrected (``criterion`` says which).
+    """
+    real = tests[tests.analysis == "real"]
+    holm = real.p_holm <= ALPHA
+    criterion = "Holm over the 2 forms" if holm.any() else "uncorrected p <= 0.05"
+    chosen = holm if holm.any() else real.p_value <= ALPHA
+    rows = []
+    for (_, row), sig in zip(real.iterrows(), chosen, strict=True):
+        if "asymmetry" not in extras.get(row.modulator, {}):
+            continue
+        a = extras[row.modulator]["asymmetry"]
+        rows.append(
+            dict(
+                modulator=row.modulator,
+                p_value=row.p_value,
+                p_holm=row.p_holm,
+                criterion=criterion,
+                reported=bool(sig),
+                **tools.asymmetry_fields(a),
+                sentence=summarize_asymmetry(a),
+            )
+        )
+    return pd.DataFrame(rows)
 
 
 MODULATOR_NEURONS = "V1 held-out neurons"
@@ -339,8 +544,26 @@ def main(argv=None):
     parser.add_argument("--n-perm", type=int, default=199)
     parser.add_argument("--n-controls", type=int, default=40, help="per modulator form")
     parser.add_argument("--control-perm", type=int, default=39)
-    parser.add_argument("--control-stop", type=int, default=10)
+    parser.add_argument(
+        "--control-stop",
+        type=int,
+        default=2,
+        help="stop a control's test after this many null statistics reach the observed one "
+        "(2 with 39 permutations: every decision at 0.05 is the full test's)",
+    )
     parser.add_argument("--n-boot", type=int, default=100)
+    parser.add_argument(
+        "--effect-boot", type=int, default=100, help="trial bootstraps of the effect size"
+    )
+    parser.add_argument("--power-strengths", type=float, nargs="+", default=[0.001, 0.0025, 0.006])
+    parser.add_argument("--power-sims", type=int, default=10, help="data sets per strength")
+    parser.add_argument("--power-perm", type=int, default=39)
+    parser.add_argument(
+        "--split-perm",
+        type=int,
+        default=99,
+        help="trial permutations of the split-by-state comparison (the first of the test's)",
+    )
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(tools.ROOT / "results" / "semedo2019"))
@@ -355,6 +578,10 @@ def main(argv=None):
     X, Y_V2, Y_V1, groups = load()
     subs = subspaces(X, {"V2": Y_V2, "V1": Y_V1}, groups)
     pcs, explained = principal_components(Y_V1, args.n_pcs)
+    forms = {MODULATOR_NEURONS: Y_V1, MODULATOR_PCS: pcs}
+    # Scalar states for the split-by-state comparison: the held-out population's
+    # mean activity, and its first principal component.
+    states = {MODULATOR_NEURONS: Y_V1.mean(axis=1), MODULATOR_PCS: pcs[:, 0]}
     cases = []
     for modulator, Z in ((MODULATOR_NEURONS, Y_V1), (MODULATOR_PCS, pcs)):
         cases += [
@@ -366,28 +593,67 @@ def main(argv=None):
              args.control_stop)
             for k in range(1, args.n_controls)
         ]  # fmt: skip
-    rows, decomp, nulls = [], [], {}
+    rows, decomp, nulls, extras = [], [], {}, {}
     # Each finished test is kept in out/cache, so an interrupted study resumes.
     cache = out / "cache"
     cache.mkdir(exist_ok=True)
     for modulator, label, Z, n_perm, n_boot, stop in tqdm(cases, desc="tests"):
-        key = f"{modulator}_{label}_{args.n_pcs}_{n_perm}_{stop}_{n_boot}_{args.seed}"
+        n_effect = args.effect_boot if label == "real" else 0
+        key = f"{modulator}_{label}_{args.n_pcs}_{n_perm}_{stop}_{n_boot}_{args.seed}_e{n_effect}"
         path = cache / f"{key.replace(' ', '_')}.pkl"
         if path.exists():
-            row, null, dec = pd.read_pickle(path)
+            row, null, dec, extra = pd.read_pickle(path)
             args.cached += 1
         else:
-            row, null, dec = run_test(
+            row, null, dec, extra = run_test(
                 X, Y_V2, Z, groups, modulator, label, n_perm, n_boot, args.n_jobs, args.seed,
-                stop,
+                stop, n_effect,
             )  # fmt: skip
-            pd.to_pickle((row, null, dec), path)
+            pd.to_pickle((row, null, dec, extra), path)
         rows.append(row)
         decomp += dec
         if label == "real":
             nulls[modulator] = null
+            extras[modulator] = extra
     tests = pd.DataFrame(rows)
     decomp = pd.DataFrame(decomp)
+    real = tests[tests.analysis == "real"]
+    tests["p_holm"] = np.nan
+    tests.loc[real.index, "p_holm"] = tools.holm(real.p_value)
+    power, powers = [], {}
+    strengths = "-".join(f"{x:g}" for x in args.power_strengths)
+    for modulator in tqdm(list(nulls), desc="power analyses"):
+        rank = int(real.set_index("modulator").loc[modulator, "rank"])
+        key = f"power_{modulator}_{args.n_pcs}_{strengths}_{args.power_sims}_{args.power_perm}"
+        path = cache / f"{key.replace(' ', '_')}_{args.seed}.pkl"
+        if path.exists():
+            pw = pd.read_pickle(path)
+        else:
+            pw = modulator_power(X, Y_V2, forms[modulator], groups, rank, args)
+            pd.to_pickle(pw, path)
+        powers[modulator] = pw
+        power += tools.power_rows(pw, modulator=modulator, rank=rank)
+    power = pd.DataFrame(power)
+    split_rows = []
+    for modulator in tqdm(list(nulls), desc="split by state"):
+        perms = extras[modulator]["test"].permutations[: args.split_perm]
+        key = f"split_{modulator}_{args.n_pcs}_{len(perms)}_{args.seed}"
+        path = cache / f"{key.replace(' ', '_')}.pkl"
+        if path.exists():
+            row = pd.read_pickle(path)
+        else:
+            row = tools.split_by_state_tests(X, Y_V2, states[modulator], groups, perms)
+            pd.to_pickle(row, path)
+        split_rows.append(
+            dict(modulator=modulator, mics_p=extras[modulator]["test"].p_value, **row)
+        )
+    split_table = pd.DataFrame(split_rows)
+    tests["sentence"] = ""
+    for i, row in tests[tests.analysis == "real"].iterrows():
+        tests.loc[i, "sentence"] = extras[row.modulator]["test"].summary(
+            power=powers.get(row.modulator), alpha=ALPHA
+        )
+    asym = asymmetry_table(tests, extras)
     rank = subs[subs.selected].set_index("target")["rank"]
     summary = [
         ("rank_V1_to_V2", int(rank["V2"]), 10, "trial-blocked folds"),
@@ -416,14 +682,57 @@ def main(argv=None):
     real = tests[tests.analysis == "real"]
     for modulator, p_holm in zip(real.modulator, tools.holm(real.p_value), strict=True):
         summary.append((f"modulation_p_holm[{modulator}]", float(p_holm), len(real), "Holm"))
+    for r in real.itertuples():
+        summary.append(
+            (
+                f"effect_size[{r.modulator}]",
+                r.effect_size,
+                r.effect_n_boot,
+                f"95% trial-bootstrap CI [{r.effect_low:.5f}, {r.effect_high:.5f}]",
+            )
+        )
+    for modulator, g in power.groupby("modulator", sort=False):
+        summary.append(
+            (f"mde[{modulator}]", float(g.mde.iloc[0]), int(g.n_sims.iloc[0]), tools.mde_words(g))
+        )
+    for r in asym.itertuples():
+        if r.reported:
+            summary.append(
+                (
+                    f"asymmetry[{r.modulator}]",
+                    r.difference,
+                    r.n_boot,
+                    f"95% CI [{r.difference_low:.3f}, {r.difference_high:.3f}], "
+                    + (
+                        f"p < {2 / r.n_boot:.2g}"
+                        if r.asymmetry_p == 0
+                        else f"p = {r.asymmetry_p:.3g}"
+                    )
+                    + f" ({r.criterion})",
+                )
+            )
+    for r in split_table.itertuples():
+        for method in tools.SPLIT_METHODS:
+            summary.append(
+                (
+                    f"split_by_state_p[{r.modulator}, {method}]",
+                    getattr(r, f"{method}_p"),
+                    r.n_perm,
+                    "the mics test's trial permutations",
+                )
+            )
     summary = pd.DataFrame(summary, columns=["quantity", "value", "n", "detail"])
     subs.to_csv(out / "subspaces.csv", index=False)
     tests.to_csv(out / "tests.csv", index=False)
     decomp.to_csv(out / "decomposition.csv", index=False)
+    asym.to_csv(out / "asymmetry.csv", index=False)
+    power.to_csv(out / "power.csv", index=False)
+    split_table.to_csv(out / "split_by_state.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
-    figure(subs, tests, nulls, out / "semedo2019.png")
+    figure(subs, tests, nulls, power, out / "semedo2019.png")
     seconds = time.perf_counter() - t0
-    readme(out, subs, tests, decomp, summary, explained, args, seconds)
+    args.time_note = tools.run_time_note(cache, seconds, args.cached, len(tests))
+    readme(out, subs, tests, decomp, summary, explained, args, seconds, asym, power, split_table)
     print(summary.to_string(index=False))
     print(f"run time {seconds:.0f} s ({seconds / 60:.1f} min); wrote {out}")
     return subs, tests, decomp, summary

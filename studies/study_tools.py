@@ -1,4 +1,5 @@
-"""Shared pieces of the real-data studies: multiple testing, binomial CIs, the statistic.
+"""Shared pieces of the real-data studies: multiple testing, binomial CIs, the statistic,
+effect sizes, power, asymmetry and the split-by-state comparison.
 
 Kept outside the package: these are the studies' own bookkeeping, not
 part of the ``mics`` API.
@@ -6,6 +7,8 @@ part of the ``mics`` API.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import warnings
 from pathlib import Path
 
@@ -15,6 +18,25 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module_by_path(name, path):
+    """Import a study script that is not on ``sys.path`` (once; kept in ``sys.modules``)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+#: studies/validation/split_by_state.py: the split-by-state methods compared with
+#: mics on simulations (results/split_by_state), reused on the real recordings.
+split_by_state = _module_by_path(
+    "mics_study_split_by_state", ROOT / "studies" / "validation" / "split_by_state.py"
+)
+SPLIT_METHODS = split_by_state.METHODS[1:]  # the four split-by-state methods (not mics)
 
 # The cheapest estimator that keeps the permutation test exact: the test is
 # exact for *any* fixed statistic because every null fit runs the same
@@ -135,3 +157,211 @@ def improvement(estimator, X, Y, Z, groups):
     model = quiet_fit(clone(estimator).set_params(n_channels=None), X, Y, Z, groups)
     loss = model.cv_results_["n_channels_mean_loss"]
     return float(loss[0] - np.min(loss[1:])), model
+
+
+# ----------------------------------------------------------------- effect size, power, asymmetry
+def effect_fields(res):
+    """The effect size of a :class:`mics.ModulationTest` as table columns.
+
+    ``effect_size`` is the held-out target variance that ``effect_channels``
+    (= max(selected K, 1)) channels explain beyond the additive model;
+    ``effect_low``/``effect_high`` its trial-bootstrap interval (NaN without
+    a bootstrap); ``gain_k`` the per-channel gains.
+    """
+    lo, hi = (float(v) for v in res.effect_interval)
+    return dict(
+        effect_size=float(res.effect_size),
+        effect_low=lo,
+        effect_high=hi,
+        effect_channels=int(res.effect_channels),
+        effect_n_boot=int(len(res.effect_draws)),
+        channel_gains=" ".join(f"{g:.5f}" for g in res.channel_gains),
+    )
+
+
+def detection_stop(n_permutations, alpha=0.05):
+    """Exceedances after which a test with ``n_permutations`` can no longer reach ``alpha``.
+
+    ``p = (1 + e) / (1 + n) <= alpha`` needs ``e <= alpha (n + 1) - 1``, so the
+    sequential test stopped at ``floor(alpha (n + 1))`` exceedances (Besag and
+    Clifford's ``p = h / L >= h / n > alpha``) makes the same detections as the
+    full test, and a data set that is not detected costs a few fits.
+    """
+    stop = int(np.floor(alpha * (n_permutations + 1) + 1e-9))
+    if stop < 1 or stop / n_permutations <= alpha:
+        raise ValueError(f"{n_permutations} permutations cannot reach p <= {alpha}.")
+    return stop
+
+
+def same_decisions(stop_after, n_permutations, alpha=0.05):
+    """Whether stopping after ``stop_after`` exceedances leaves every decision at ``alpha``.
+
+    True when a stopped test is surely not significant (``h / n > alpha``) and
+    the full test would not have been either (``h > alpha (n + 1) - 1``).
+    """
+    h, n = stop_after, n_permutations
+    return h / n > alpha and h > alpha * (n + 1) - 1
+
+
+def power_rows(power, **keys):
+    """One row per planted strength of a :class:`mics.PowerAnalysis` (first geometry)."""
+    mde = float(power.minimum_detectable_effect[0])
+    return [
+        dict(
+            **keys,
+            geometry=power.geometries[0],
+            strength=float(s),
+            detections=int(power.detections[0, j]),
+            n_sims=int(power.n_sims),
+            rate=float(power.rates[0, j]),
+            ci_low=float(power.rate_intervals[0, j, 0]),
+            ci_high=float(power.rate_intervals[0, j, 1]),
+            mde=mde,
+            n_perm=int(power.settings["n_permutations"]),
+        )
+        for j, s in enumerate(power.strengths)
+    ]
+
+
+def mde_words(rows):
+    """The minimum detectable effect of one power table (rows of :func:`power_rows`), as text.
+
+    With the rates and Clopper-Pearson intervals at the strengths that bracket
+    80% power, so the coarseness is visible.
+    """
+    mde = float(rows.mde.iloc[0])
+    top = float(rows.strength.max())
+    cells = ", ".join(
+        f"{100 * r.strength:.2g}%: {r.detections}/{r.n_sims} [{r.ci_low:.2f}, {r.ci_high:.2f}]"
+        for r in rows.itertuples()
+    )
+    head = f"above {100 * top:.2g}%" if np.isnan(mde) else f"{100 * mde:.2g}%"
+    if not np.isnan(mde) and mde <= float(rows.strength.min()):
+        head = f"at most {100 * mde:.2g}% (the smallest strength tried already reached 80%)"
+    return f"{head} (detections {cells})"
+
+
+def asymmetry_fields(asym):
+    """The source-minus-target asymmetry (``mics.asymmetry``) as table columns."""
+    lo, hi = (float(v) for v in asym["difference_interval"].values)
+    out = dict(
+        difference=float(asym["difference"]),
+        difference_low=lo,
+        difference_high=hi,
+        asymmetry_p=float(asym["p_value"]),
+        bias=float(asym["bias"]),
+        n_boot=int(asym.attrs.get("n_boot", 0)),
+    )
+    for part in asym["fraction"].part.values:
+        out[f"fraction_{part}"] = float(asym["fraction"].sel(part=part))
+    return out
+
+
+# ------------------------------------------------------------------------------- split by state
+def trial_codes(trial):
+    """Trials numbered 0, 1, ... in their order in time (as ``mics`` codes them)."""
+    trial = np.asarray(trial)
+    return np.r_[0, np.cumsum(trial[1:] != trial[:-1])]
+
+
+def split_by_state_tests(X, Y, state, trial, permutations):
+    """Split-by-state RRR (``studies/validation/split_by_state.py``) on one recording.
+
+    The trials are split at the median of their mean ``state``; the null
+    labellings are the mics test's own trial permutations, so the two
+    analyses share their null exactly.
+
+    Parameters
+    ----------
+    X, Y : ndarray of shape (T, p), (T, q)
+    state : ndarray of shape (T,)
+        Scalar state variable per sample (e.g. pupil or running speed).
+    trial : array-like of shape (T,)
+        Trial id of every sample (contiguous).
+    permutations : ndarray of shape (n_perm, n_trials)
+        ``ModulationTest.permutations`` (or its first rows).
+
+    Returns
+    -------
+    dict
+        ``n_high`` (trials in the high state), ``n_perm``, and
+        ``{method}_stat``, ``{method}_p`` for the four split-by-state methods.
+    """
+    codes = trial_codes(trial)
+    state = np.asarray(state, dtype=float)
+    high = split_by_state.median_split(state, codes)
+    with warnings.catch_warnings(), threadpool_limits(1):
+        warnings.simplefilter("ignore")
+        row = split_by_state.split_tests(
+            np.asarray(X, float), np.asarray(Y, float), state, codes, high, permutations
+        )
+    return dict(n_high=int(high.sum()), n_perm=len(permutations), **row)
+
+
+def power_method_text(args, n_perm_real, target):
+    """How the minimum detectable effect was obtained, for a study's README."""
+    strengths = ", ".join(f"{100 * x:g}%" for x in args.power_strengths)
+    lo, hi = binomial_ci(int(round(0.8 * args.power_sims)), args.power_sims)
+    return (
+        "Minimum detectable effect (MDE, `power.csv`): `mics.power_analysis` plants one "
+        f"channel with random source, target and modulator patterns into the recorded {target} "
+        f"at strengths {strengths} of its variance (the effect size's units), "
+        f"{args.power_sims} planted data sets per strength, and runs the real test's estimator "
+        f"(same fixed rank) and trial null with {args.power_perm} permutations, stopped once a "
+        f"data set can no longer reach p <= 0.05 (after {detection_stop(args.power_perm)} "
+        "null statistics reach the observed one: the detections are those of the full test). "
+        "The MDE is the strength "
+        "where the detection rate reaches 80% (linear interpolation between strengths). It is "
+        f"coarse: with {args.power_sims} data sets per strength a rate of 80% has the "
+        f"Clopper-Pearson interval [{lo:.2f}, {hi:.2f}]"
+        + (
+            f", and the strengths are a factor "
+            f"{args.power_strengths[-1] / args.power_strengths[-2]:.2g} apart"
+            if len(args.power_strengths) > 1
+            else ""
+        )
+        + (
+            f"; and {args.power_perm} permutations instead of the real test's {n_perm_real} "
+            "make the test, and so the MDE, slightly conservative."
+            if args.power_perm < n_perm_real
+            else "."
+        )
+        + " The channels are planted into the recording as it is, so whatever dependence the "
+        "real test already finds stays in every planted data set: where the real test is "
+        "itself significant or nearly so, the detection rates include the recording's own "
+        "signal (flat in strength, or high already at the smallest strength) and the MDE is "
+        "optimistic about what a new effect on a recording without it would need."
+    )
+
+
+def run_time_note(cache, seconds, n_cached, n_tests):
+    """Remember how long a run that computed every test took; quote it when all come from cache.
+
+    Returns the text to append to a README's run-time statement.
+    """
+    path = Path(cache) / "run_time.txt"
+    if n_cached == 0:
+        path.write_text(f"{seconds:.0f}\n")
+        return ""
+    if n_cached == n_tests and path.exists():
+        minutes = float(path.read_text()) / 60
+        return f"; the run that computed every test took {minutes:.1f} min"
+    return ""
+
+
+def split_method_text(n_perm, state):
+    """What the split-by-state comparison does, for a study's README."""
+    return (
+        "What labs often do instead (`studies/validation/split_by_state.py`, "
+        f"`results/split_by_state/`): split the trials at the median of their mean {state}, "
+        "fit reduced-rank regression in each state, and compare the two fits: `split_cv` "
+        "|R2_cv(high) - R2_cv(low)| of the CV-selected rank, `split_subspace` the mean squared "
+        "sine of the principal angles between the two states' rank-2 source subspaces, and "
+        "`*_resid` the same after regressing the state's additive effect out of source and "
+        f"target first. The null is the first {n_perm} of the mics test's own trial "
+        "permutations, so the p-values sit beside the mics test's on the same footing "
+        "(`split_by_state.csv`). On simulations where the state also adds to both "
+        "populations, the subspace comparison without `_resid` rejected 33/100 *null* data "
+        "sets and the CV comparison 11/100 (`results/split_by_state/README.md`): their "
+        "rejections alone are not evidence of gating."
+    )

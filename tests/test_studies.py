@@ -56,7 +56,16 @@ def test_improvement_is_the_statistic_of_test_modulation():
     est = mics.MICs(rank=2, random_state=0, **study_tools.CHEAP)
     stat, model = study_tools.improvement(est, X, Y, Z, groups)
     res = mics.test_modulation(
-        est, X, Y, Z, n_permutations=1, groups=groups, null="trial", verbose=0, random_state=0
+        est,
+        X,
+        Y,
+        Z,
+        n_permutations=1,
+        groups=groups,
+        null="trial",
+        verbose=0,
+        random_state=0,
+        n_boot=0,
     )
     assert stat == pytest.approx(res.statistic, rel=1e-10, abs=1e-12)
     assert model.n_channels_ == res.n_channels
@@ -86,6 +95,53 @@ def _check_png(path):
     assert len(np.unique(img[..., :3].reshape(-1, 3), axis=0)) > 10
 
 
+def _check_effects(tests, out):
+    """Every real test has an effect size with an interval and one sentence; the README too."""
+    real = tests[tests.analysis == "real"]
+    assert np.all(np.isfinite(real.effect_size))
+    assert np.all(real.effect_low <= real.effect_high) and np.all(real.effect_n_boot == 2)
+    ctrl = tests[tests.analysis == "control"]
+    assert np.all(ctrl.effect_n_boot == 0) and ctrl.effect_low.isna().all()
+    assert all("p = " in s and "held-out target variance" in s for s in real.sentence)
+    text = (out / "README.md").read_text()
+    for heading in (
+        "## Effect sizes and minimum detectable effects",
+        "## Source- against target-side reconfiguration (asymmetry)",
+        "## Split-by-state RRR",
+    ):
+        assert heading in text
+    assert "minimum detectable effect" in text
+
+
+def _check_power(power, keys):
+    assert np.all((power.detections >= 0) & (power.detections <= power.n_sims))
+    assert np.all((power.ci_low <= power.rate) & (power.rate <= power.ci_high))
+    # one MDE per power analysis
+    assert np.all(power.groupby(keys, dropna=False).mde.nunique(dropna=False) == 1)
+
+
+def _check_split(states):
+    n = states.n_perm.to_numpy()[:, None]
+    p = states[[f"{m}_p" for m in study_tools.SPLIT_METHODS]].to_numpy()
+    k = p * (n + 1)
+    assert np.all((p > 0) & (p <= 1)) and np.allclose(k, np.round(k))
+
+
+def test_detection_stop_makes_the_full_tests_decisions():
+    for n in (19, 39, 99, 199):
+        h = study_tools.detection_stop(n)
+        assert study_tools.same_decisions(h, n)
+        for e in range(n + 1):  # exceedances the full test would see
+            full = (1 + e) / (1 + n) <= 0.05
+            # a test that stops (e >= h) has p = h / L >= h / n > 0.05; one that does not
+            # stop runs to the end and has the full test's p-value
+            assert not (e >= h and full)
+        assert h / n > 0.05
+    assert not study_tools.same_decisions(10, 39 * 10)  # 10 / 390 < 0.05
+    with pytest.raises(ValueError):
+        study_tools.detection_stop(9)
+
+
 def _check_decomposition(decomp, keys):
     totals = decomp.groupby(keys).fraction.sum()
     np.testing.assert_allclose(totals, 1.0, atol=1e-8)
@@ -99,13 +155,15 @@ def test_park_study_end_to_end(data_dir, tmp_path):
 
     tests, splits, decomp, summary = park.main(
         ["--sessions", "2", "--n-perm", "4", "--control-perm", "9", "--control-stop", "2",
-         "--control-donors", "2", "--n-splits", "2", "--n-boot", "2",
-         "--modulators", "pupil+running", "--n-jobs", "1", "--out", str(tmp_path)]
+         "--control-donors", "2", "--n-splits", "2", "--n-boot", "2", "--effect-boot", "2",
+         "--modulators", "pupil", "running", "--power-modulators", "pupil",
+         "--power-strengths", "0.0005", "--power-sims", "1", "--power-perm", "19",
+         "--split-perm", "3", "--n-jobs", "1", "--out", str(tmp_path)]
     )  # fmt: skip
     _check_tests_table(tests, stop=2)
     ctrl = tests[tests.analysis == "control"]
     # each session borrows the modulators of the next two sessions
-    assert len(ctrl) == 4 and np.all(ctrl.modulator_session != ctrl.session)
+    assert len(ctrl) == 8 and np.all(ctrl.modulator_session != ctrl.session)
     assert np.all(ctrl.groupby("session").modulator_session.nunique() == 2)
     assert np.all(ctrl.n_perm <= 9)
     real = tests[tests.analysis == "real"]
@@ -113,11 +171,13 @@ def test_park_study_end_to_end(data_dir, tmp_path):
     assert np.all(real.n_source + real.n_target <= 74) and np.all(
         np.abs(real.n_source - real.n_target) <= 1
     )
-    np.testing.assert_allclose(real.p_holm_set, study_tools.holm(real.p_value))
+    for _, sub in real.groupby("modulators"):
+        np.testing.assert_allclose(sub.p_holm_set, study_tools.holm(sub.p_value))
     _check_decomposition(decomp, ["session", "modulators"])
     # split 0 of the descriptive split table reproduces the tested statistic
-    s0 = splits[splits.split_seed == 0].set_index("session").statistic
-    np.testing.assert_allclose(s0.loc[real.session], real.statistic, rtol=1e-8)
+    s0 = splits[splits.split_seed == 0].set_index(["session", "modulators"]).statistic
+    keys = list(zip(real.session, real.modulators, strict=True))
+    np.testing.assert_allclose(s0.loc[keys], real.statistic, rtol=1e-8)
     s = summary.set_index("quantity")
     assert s.loc["control_nonsignificant", "value"] == np.sum(ctrl.p_value > 0.05)
     k_real, k_ctrl = np.sum(real.p_value <= 0.05), np.sum(ctrl.p_value <= 0.05)
@@ -128,6 +188,24 @@ def test_park_study_end_to_end(data_dir, tmp_path):
     for name in ("tests.csv", "splits.csv", "sessions.csv", "summary.csv", "README.md"):
         assert (tmp_path / name).stat().st_size > 0
     _check_png(tmp_path / "park2024.png")
+    _check_effects(tests, tmp_path)
+    power = pd.read_csv(tmp_path / "power.csv")
+    # one power analysis per session (pupil), one row per planted strength
+    assert len(power) == 2 and set(power.modulators) == {"pupil"}
+    _check_power(power, ["session"])
+    states = pd.read_csv(tmp_path / "split_by_state.csv")
+    assert len(states) == 4 and set(states.state) == {"pupil", "running"}
+    p_real = real.set_index(["session", "modulators"]).p_value
+    np.testing.assert_array_equal(
+        states.mics_p, [p_real[(a, b)] for a, b in zip(states.session, states.state, strict=True)]
+    )
+    _check_split(states)
+    asym = pd.read_csv(tmp_path / "asymmetry.csv")
+    assert len(asym) == len(real) and asym.n_boot.le(2).all()
+    assert np.all(asym.difference_low <= asym.difference_high)
+    np.testing.assert_allclose(
+        asym.difference, asym.fraction_private_source - asym.fraction_private_target
+    )
     # the CSVs hold the numbers the study returned
     written = pd.read_csv(tmp_path / "tests.csv")
     np.testing.assert_allclose(written.p_value, tests.p_value.to_numpy(), rtol=1e-12)
@@ -143,7 +221,9 @@ def test_semedo_study_end_to_end(data_dir, tmp_path):
 
     subs, tests, decomp, summary = semedo.main(
         ["--n-perm", "4", "--control-perm", "9", "--control-stop", "2", "--n-controls", "2",
-         "--n-boot", "2", "--n-jobs", "1", "--out", str(tmp_path)]
+         "--n-boot", "2", "--effect-boot", "2", "--power-strengths", "0.0005",
+         "--power-sims", "1", "--power-perm", "19", "--split-perm", "3", "--n-jobs", "1",
+         "--out", str(tmp_path)]
     )  # fmt: skip
     _check_tests_table(tests, stop=2)
     # both forms of the held-out population, each with its own controls
@@ -161,6 +241,16 @@ def test_semedo_study_end_to_end(data_dir, tmp_path):
     assert (rank["V2"], rank["V1"]) == (2, 5)
     assert np.all(subs.groupby("target").selected.sum() == 1)
     _check_png(tmp_path / "semedo2019.png")
+    _check_effects(tests, tmp_path)
+    power = pd.read_csv(tmp_path / "power.csv")
+    assert list(power.modulator) == [semedo.MODULATOR_NEURONS, semedo.MODULATOR_PCS]
+    _check_power(power, ["modulator"])
+    states = pd.read_csv(tmp_path / "split_by_state.csv")
+    assert list(states.modulator) == list(real.modulator)
+    np.testing.assert_array_equal(states.mics_p, real.p_value)
+    _check_split(states)
+    asym = pd.read_csv(tmp_path / "asymmetry.csv")
+    assert list(asym.modulator) == list(real.modulator)
     written = pd.read_csv(tmp_path / "tests.csv")
     np.testing.assert_allclose(written.p_value, tests.p_value.to_numpy(), rtol=1e-12)
     chosen = pd.read_csv(tmp_path / "subspaces.csv").query("selected").set_index("target")

@@ -195,6 +195,67 @@ def split_statistics(X, Y, trial, high):
     return abs(scores[0] - scores[1]), float(np.mean(np.sin(angles) ** 2))
 
 
+def median_split(z, trial):
+    """Which trials are in the high state: trial-mean ``z`` above its median over trials.
+
+    Parameters
+    ----------
+    z : ndarray of shape (T,)
+        The state variable (e.g. running speed) of every sample.
+    trial : ndarray of shape (T,)
+        Trial code (0..n_trials-1) of every sample.
+
+    Returns
+    -------
+    high : ndarray of bool, shape (n_trials,)
+    """
+    level = np.bincount(trial, weights=z) / np.bincount(trial)
+    return level > np.median(level)
+
+
+def split_tests(X, Y, z, trial, high, permutations):
+    """The four split-by-state statistics and their permutation p-values.
+
+    Parameters
+    ----------
+    X : ndarray of shape (T, p)
+    Y : ndarray of shape (T, q)
+    z : ndarray of shape (T,) or (T, m)
+        The state variable, whose additive effect the ``*_resid`` methods
+        regress out of X and Y (with the true alignment) first.
+    trial : ndarray of shape (T,)
+        Trial code (0..n_trials-1) of every sample.
+    high : ndarray of bool, shape (n_trials,)
+        The observed state labels (:func:`median_split`).
+    permutations : ndarray of shape (n_perm, n_trials)
+        Null labellings: null trial ``i`` takes the label of trial
+        ``permutations[j, i]`` (``ModulationTest.permutations``, so the null is
+        the mics test's).
+
+    Returns
+    -------
+    dict
+        ``{method}_stat`` and ``{method}_p`` for ``split_cv``, ``split_subspace``,
+        ``split_cv_resid`` and ``split_subspace_resid``; the p-value is
+        ``(1 + #{null >= observed}) / (1 + n_perm)``.
+    """
+    n_perm = len(permutations)
+    # The same permutations as the mics test: null trial i takes the modulator
+    # (hence the state label) of trial perms[j, i], within its condition.
+    labellings = [high] + [high[perm] for perm in permutations]
+    row = {}
+    for suffix, (Xa, Ya) in (
+        ("", (X, Y)),
+        ("_resid", (_residual(X, z), _residual(Y, z))),
+    ):
+        values = np.array([split_statistics(Xa, Ya, trial, h) for h in labellings])
+        for j, name in enumerate(("split_cv", "split_subspace")):
+            obs, null = values[0, j], values[1:, j]
+            row[f"{name}{suffix}_stat"] = obs
+            row[f"{name}{suffix}_p"] = (1 + np.sum(null >= obs - 1e-12)) / (1 + n_perm)
+    return row
+
+
 def one_data_set(seed, family, n_perm):
     with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore")  # capped CV fits warn about convergence
@@ -216,22 +277,8 @@ def one_data_set(seed, family, n_perm):
         X, Y = ds.X.values, ds.Y.values
         z = ds.Z.values[:, 0]
         trial = ds.trial.values
-        n_trials = trial.max() + 1
-        level = np.bincount(trial, weights=z) / np.bincount(trial)
-        high = level > np.median(level)
-        # The same permutations as the mics test: null trial i takes the modulator
-        # (hence the state label) of trial perms[j, i], within its condition.
-        labellings = [high] + [high[perm] for perm in res.permutations]
-        assert res.permutations.shape == (n_perm, n_trials)
-        for suffix, (Xa, Ya) in (
-            ("", (X, Y)),
-            ("_resid", (_residual(X, z), _residual(Y, z))),
-        ):
-            values = np.array([split_statistics(Xa, Ya, trial, h) for h in labellings])
-            for j, name in enumerate(("split_cv", "split_subspace")):
-                obs, null = values[0, j], values[1:, j]
-                row[f"{name}{suffix}_stat"] = obs
-                row[f"{name}{suffix}_p"] = (1 + np.sum(null >= obs - 1e-12)) / (1 + n_perm)
+        assert res.permutations.shape == (n_perm, trial.max() + 1)
+        row.update(split_tests(X, Y, z, trial, median_split(z, trial), res.permutations))
         row["seconds"] = time.perf_counter() - t0
         return row
 
