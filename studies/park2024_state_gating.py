@@ -773,10 +773,6 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds, asym, power
     (out / "README.md").write_text("\n".join(lines))
 
 
-def _pct(x):
-    return "nan" if np.isnan(x) else f"{100 * x:.2f}%"
-
-
 def effect_section(tests, power, args):
     """Effect sizes with intervals, minimum detectable effects, one sentence per test."""
     real = tests[tests.analysis == "real"]
@@ -817,14 +813,14 @@ def effect_section(tests, power, args):
             mde = tools.mde_words(g)
         lines.append(
             f"| {r.session} | {r.modulators} | {r.n_channels} | {r.p_value:.3g} | "
-            f"{r.p_holm_set:.3g} | {_pct(r.effect_size)} [{_pct(r.effect_low)}, "
-            f"{_pct(r.effect_high)}] | {mde} |"
+            f"{r.p_holm_set:.3g} | {tools.percent(r.effect_size)} [{tools.percent(r.effect_low)}, "
+            f"{tools.percent(r.effect_high)}] | {mde} |"
         )
     lines += [
         "",
         f"Effect intervals above 0 in {int(np.sum(real.effect_low > 0))}/{len(real)} tests; "
-        f"effect sizes range from {_pct(real.effect_size.min())} to "
-        f"{_pct(real.effect_size.max())}.",
+        f"effect sizes range from {tools.percent(real.effect_size.min())} to "
+        f"{tools.percent(real.effect_size.max())}.",
         "",
         "### One sentence per test (`ModulationTest.summary`)",
         "",

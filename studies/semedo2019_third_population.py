@@ -415,10 +415,6 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds, asym, po
     (out / "README.md").write_text("\n".join(lines))
 
 
-def _pct(x):
-    return "nan" if np.isnan(x) else f"{100 * x:.2f}%"
-
-
 def _effect_section(tests, power, args):
     real = tests[tests.analysis == "real"]
     lines = [
@@ -444,7 +440,8 @@ def _effect_section(tests, power, args):
         mde = tools.mde_words(g) if len(g) else "-"
         lines.append(
             f"| {r.modulator} | {r.n_channels} | {r.p_value:.3g} | {r.p_holm:.3g} | "
-            f"{_pct(r.effect_size)} [{_pct(r.effect_low)}, {_pct(r.effect_high)}] | {mde} |"
+            f"{tools.percent(r.effect_size)} [{tools.percent(r.effect_low)}, "
+            f"{tools.percent(r.effect_high)}] | {mde} |"
         )
     lines += ["", "### One sentence per test (`ModulationTest.summary`)", ""]
     lines += [f"- **{r.modulator}**: {r.sentence}" for r in real.itertuples()]

@@ -128,6 +128,11 @@ def quiet_fit(estimator, X, Y, Z, groups):
         return clone(estimator).fit(X, Y, Z, groups=groups)
 
 
+def percent(x) -> str:
+    """A fraction as a percentage with two decimals (``"nan"`` for NaN), as the READMEs show it."""
+    return "nan" if np.isnan(x) else f"{100 * x:.2f}%"
+
+
 def markdown_table(df) -> str:
     """A pandas DataFrame as a GitHub markdown table (without the tabulate dependency)."""
     cols = list(df.columns)
