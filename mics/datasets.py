@@ -326,7 +326,9 @@ def suite2p_example(fs: float = 30.0, **kwargs) -> xr.Dataset:
     -------
     xarray.Dataset
         ``F``, ``Fneu`` and ``spks`` (``time``: 2000, ``neuron``: 219) with
-        ``iscell``, ``iscell_prob``, ``med_y`` and ``med_x`` coordinates.
+        ``iscell``, ``iscell_prob``, ``med_y`` and ``med_x`` coordinates, and
+        the ROI centres ``x`` and ``y`` in pixels (for
+        :func:`mics.plotting.plot_members_fov`).
     """
     from mics.io import load_suite2p
 

@@ -69,3 +69,53 @@ def with_rate_on_variables(ds: Any) -> Any:
     for variable in ds.data_vars.values():
         variable.attrs.setdefault("fs", ds.attrs["fs"])
     return ds
+
+
+#: Names of the per-neuron position coordinates every loader writes (pixels).
+POSITION_AXES = ("x", "y", "z")
+
+
+def weighted_centres(owner: np.ndarray, pixels: np.ndarray, weights: np.ndarray, n: int):
+    """Weighted centre of every ROI from a flat list of its pixels.
+
+    Parameters
+    ----------
+    owner : ndarray of shape (n_pixels,)
+        ROI index (0 .. n-1) of each pixel.
+    pixels : ndarray of shape (n_pixels, d)
+        Pixel coordinates, one column per axis.
+    weights : ndarray of shape (n_pixels,)
+        Mask weights; negative or non-finite ones count as zero.
+    n : int
+        Number of ROIs.
+
+    Returns
+    -------
+    ndarray of shape (n, d)
+        Centres of mass; NaN for an ROI with no pixel of positive weight.
+    """
+    owner = np.asarray(owner, dtype=np.int64)
+    pixels = np.asarray(pixels, dtype=float).reshape(owner.size, -1)
+    weights = np.asarray(weights, dtype=float).reshape(-1)
+    weights = np.where(np.isfinite(weights) & (weights > 0), weights, 0.0)
+    total = np.bincount(owner, weights=weights, minlength=n)
+    sums = np.column_stack(
+        [
+            np.bincount(owner, weights=weights * pixels[:, j], minlength=n)
+            for j in range(pixels.shape[1])
+        ]
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total[:, None] > 0, sums / total[:, None], np.nan)
+
+
+def position_coords(centres: np.ndarray, origin: str) -> dict[str, tuple]:
+    """``x``, ``y`` (and ``z``) coordinates along ``neuron`` from (n, d) centres in pixels."""
+    return {
+        axis: (
+            "neuron",
+            np.asarray(centres[:, j], dtype=float),
+            {"units": "pixel", "description": f"ROI centre on the field of view, from {origin}"},
+        )
+        for j, axis in enumerate(POSITION_AXES[: centres.shape[1]])
+    }

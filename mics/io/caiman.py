@@ -11,13 +11,22 @@ Only plain datasets are read (through h5py); nothing is unpickled.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from mics.io._common import check_fs, existing_file, frame_clock, require, with_rate_on_variables
+from mics.io._common import (
+    check_fs,
+    existing_file,
+    frame_clock,
+    position_coords,
+    require,
+    weighted_centres,
+    with_rate_on_variables,
+)
 
 __all__ = ["load_caiman"]
 
@@ -45,6 +54,42 @@ def _read(group: Any, name: str) -> np.ndarray | None:
     return np.asarray(group[name][()])
 
 
+def _footprint_centres(est: Any, n_components: int) -> np.ndarray | None:
+    """Centre of mass of every spatial footprint (pixels), as ``(x, y[, z])``.
+
+    ``estimates/A`` is a sparse (n_pixels, n_components) matrix saved as a
+    CSC group (``data``, ``indices``, ``indptr``, ``shape``); a pixel's index
+    is its position in the frame flattened in Fortran order over
+    ``estimates/dims`` = (d1, d2[, d3]), d1 the rows (y) and d2 the columns
+    (x) of CaImAn's movies. None when the file has no footprints.
+    """
+    group = est.get("A")
+    dims = _read(est, "dims")
+    if not hasattr(group, "keys") or dims is None:  # absent, or saved as None
+        return None
+    if not all(k in group for k in ("data", "indices", "indptr")):
+        return None
+    dims = tuple(int(d) for d in np.asarray(dims).ravel())
+    data = np.asarray(group["data"][()], dtype=float)
+    indices = np.asarray(group["indices"][()], dtype=np.int64)
+    indptr = np.asarray(group["indptr"][()], dtype=np.int64)
+    if indptr.size != n_components + 1 or (indices.size and indices.max() >= np.prod(dims)):
+        # The traces still load as before; only the positions are left out.
+        warnings.warn(
+            f"estimates/A holds {indptr.size - 1} footprints (dims {dims}) but the traces "
+            f"have {n_components} components; the footprints do not match the traces, so "
+            "the neurons get no x/y positions",
+            UserWarning,
+            stacklevel=3,
+        )
+        return None
+    owner = np.repeat(np.arange(n_components), np.diff(indptr))
+    rows_cols = np.column_stack(np.unravel_index(indices, dims, order="F"))
+    # (row, column[, plane]) -> (x, y[, z]): column is x, row is y.
+    pixels = rows_cols[:, [1, 0, *range(2, len(dims))]]
+    return weighted_centres(owner, pixels, data, n_components)
+
+
 def load_caiman(
     path: str | Path, fs: float | None = None, *, accepted_only: bool = False
 ) -> xr.Dataset:
@@ -65,7 +110,10 @@ def load_caiman(
         Variables among ``C``, ``F_dff``, ``S`` (those present), dims
         (``time``, ``neuron``). Coordinates: ``time`` (s), ``neuron``
         (component index), ``iscell`` (bool, True for accepted components;
-        all True if the file has no component evaluation). Attributes: ``fs``
+        all True if the file has no component evaluation), and when the file
+        holds the spatial footprints ``estimates/A`` also ``x``, ``y`` (``z``
+        for 3-D data): each footprint's centre of mass in pixels, x along
+        the image columns and y along its rows. Attributes: ``fs``
         (Hz), ``source``, ``loader``.
 
     Raises
@@ -94,6 +142,8 @@ def load_caiman(
         if not traces:
             raise ValueError(f"{path}: estimates holds none of C, F_dff, S")
         idx = _read(est, "idx_components")
+        first = next(iter(traces.values()))
+        centres = _footprint_centres(est, first.shape[0]) if first.ndim == 2 else None
         stored_fr = None
         if "params" in handle and "data" in handle["params"]:
             stored_fr = _read(handle["params/data"], "fr")
@@ -129,6 +179,7 @@ def load_caiman(
             "time": ("time", frame_clock(n_frames, fs), {"units": "s"}),
             "neuron": ("neuron", np.arange(n_components)),
             "iscell": ("neuron", iscell),
+            **({} if centres is None else position_coords(centres, "CaImAn footprints (A)")),
         },
         attrs={
             "fs": fs,

@@ -16,13 +16,21 @@ What is read:
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from mics.io._common import check_fs, existing_file, require, with_rate_on_variables
+from mics.io._common import (
+    check_fs,
+    existing_file,
+    position_coords,
+    require,
+    weighted_centres,
+    with_rate_on_variables,
+)
 
 __all__ = ["load_nwb"]
 
@@ -85,6 +93,51 @@ def _roi_labels(series: Any) -> dict[str, np.ndarray]:
         "area": area,
         "imaging_plane": np.full(rows.size, str(getattr(plane, "name", ""))),
     }
+
+
+def _mask_columns(records: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel coordinates (n_pixels, d) and weights (n_pixels,) of a pixel/voxel mask column.
+
+    The NWB schema stores each pixel as a compound ``(x, y[, z], weight)``.
+    """
+    records = np.asarray(records)
+    if records.dtype.names:
+        names = records.dtype.names
+        table = np.column_stack([records[name].astype(float) for name in names])
+    else:
+        table = np.asarray(records, dtype=float).reshape(records.shape[0], -1)
+    return table[:, :-1], table[:, -1]
+
+
+def _roi_centres(table: Any, rows: np.ndarray) -> tuple[np.ndarray | None, str | None]:
+    """Centre of every referenced ROI (pixels), from the ROI table's masks.
+
+    Follows the NWB schema: ``pixel_mask`` entries are ``(x, y, weight)``,
+    ``voxel_mask`` entries ``(x, y, z, weight)`` and ``image_mask`` has axes
+    ``(roi, x, y)``. Returns ``(None, None)`` for a table without masks.
+    """
+    colnames = tuple(table.colnames or ())
+    for column in ("pixel_mask", "voxel_mask"):
+        if column in colnames:
+            index = table[column]  # a VectorIndex: end offsets into the flat mask list
+            ends = np.asarray(index.data[:], dtype=np.int64)
+            pixels, weights = _mask_columns(index.target.data[:])
+            owner = np.repeat(np.arange(ends.size), np.diff(ends, prepend=0))
+            centres = weighted_centres(owner, pixels, weights, ends.size)
+            return centres[rows], f"the NWB {column}"
+    if "image_mask" in colnames:
+        from scipy import ndimage
+
+        data = table["image_mask"].data
+        centres = np.full((rows.size, len(data.shape) - 1), np.nan)
+        # One ROI at a time: a full stack of image masks can be larger than memory.
+        for i, row in enumerate(rows):
+            image = np.asarray(data[int(row)], dtype=float)
+            image = np.where(np.isfinite(image) & (image > 0), image, 0.0)
+            if image.sum() > 0:
+                centres[i] = ndimage.center_of_mass(image)
+        return centres, "the NWB image_mask"
+    return None, None
 
 
 def _shared_clock(series_list: list) -> np.ndarray:
@@ -172,7 +225,12 @@ def load_nwb(
         ``time`` and ``<name>_component`` for multi-column series).
         Coordinates: ``time`` (s, on the file's clock), ``neuron``
         (``"<roi table>/<roi id>"``, unique across tables), ``roi_id``,
-        ``population``, ``area``, ``imaging_plane``. Attributes: ``fs``
+        ``population``, ``area``, ``imaging_plane``, and when the ROI
+        tables hold masks ``x``, ``y`` (``z`` for voxel masks): the ROI's
+        weighted centre in pixels, NaN for ROIs of a table without masks.
+        They follow the NWB schema (``pixel_mask`` rows are ``(x, y,
+        weight)``, ``image_mask`` axes ``(roi, x, y)``); files written with
+        (row, column) in those slots give ``x`` and ``y`` swapped. Attributes: ``fs``
         (Hz), ``kind``, ``source``, ``loader``.
 
     Raises
@@ -206,7 +264,7 @@ def load_nwb(
                 )
             roi_series = [by_name[n] for n in series]
         time = _shared_clock(roi_series)
-        blocks, labels = [], []
+        blocks, labels, centres, origins = [], [], [], set()
         for s in roi_series:
             data = np.asarray(s.data[:], dtype=float)
             data = data.reshape(data.shape[0], -1)
@@ -218,12 +276,41 @@ def load_nwb(
                 )
             blocks.append(data)
             labels.append(block_labels)
+            region = s.rois
+            try:
+                block_centres, origin = _roi_centres(
+                    region.table, np.asarray(region.data[:], dtype=int)
+                )
+            except (ValueError, TypeError, KeyError, IndexError) as err:
+                # Positions are an extra: masks in an unexpected layout must not
+                # keep the traces from loading.
+                warnings.warn(
+                    f"the ROI masks of {region.table.name!r} could not be read ({err}); "
+                    "its neurons get no x/y positions",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                block_centres, origin = None, None
+            centres.append(block_centres)
+            origins.add(origin)
         merged = {key: np.concatenate([lab[key] for lab in labels]) for key in labels[0]}
         neuron = np.array(
             [f"{p}/{i}" for p, i in zip(merged["population"], merged["roi_id"], strict=True)]
         )
         units = {str(getattr(s, "unit", "")) for s in roi_series}
         fs = 1.0 / float(np.median(np.diff(time))) if time.size > 1 else float("nan")
+        positions: dict[str, tuple] = {}
+        if any(c is not None for c in centres):
+            # ROI tables without masks (or of another dimensionality) get NaN positions.
+            d = max(c.shape[1] for c in centres if c is not None)
+            padded = [
+                np.full((block.shape[1], d), np.nan)
+                if c is None
+                else np.pad(c, ((0, 0), (0, d - c.shape[1])), constant_values=np.nan)
+                for block, c in zip(blocks, centres, strict=True)
+            ]
+            found = " and ".join(sorted(o for o in origins if o is not None))
+            positions = position_coords(np.concatenate(padded), found)
         ds = xr.Dataset(
             {
                 "activity": (
@@ -236,6 +323,7 @@ def load_nwb(
                 "time": ("time", time, {"units": "s"}),
                 "neuron": ("neuron", neuron),
                 **{key: ("neuron", values) for key, values in merged.items()},
+                **positions,
             },
             attrs={
                 "fs": fs,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from mics.io._common import check_fs, frame_clock, with_rate_on_variables
+from mics.io._common import check_fs, frame_clock, position_coords, with_rate_on_variables
 
 __all__ = ["load_suite2p"]
 
@@ -150,7 +150,10 @@ def load_suite2p(
         fluorescence, a.u.), ``Fneu`` (neuropil, a.u.), ``spks`` (deconvolved,
         a.u.). Coordinates: ``time`` (s, frame k at k / fs), ``neuron`` (ROI index
         in suite2p's order), ``iscell`` (bool), ``iscell_prob`` (classifier
-        probability), ``med_y`` / ``med_x`` (ROI centre, pixels, from stat).
+        probability), ``med_y`` / ``med_x`` (ROI centre, pixels, from stat),
+        the same centre as ``x`` / ``y`` (the names every loader uses for
+        positions on the field of view), and ``plane`` when stat gives
+        ``iplane`` (combined multi-plane folders).
         Attributes: ``fs`` (Hz), ``source``, ``loader``, ``fs_origin``.
 
     Raises
@@ -233,6 +236,12 @@ def load_suite2p(
             med = np.array([np.asarray(s["med"], dtype=float) for s in stat])
             coords["med_y"] = ("neuron", med[:, 0], {"units": "pixel"})
             coords["med_x"] = ("neuron", med[:, 1], {"units": "pixel"})
+            # The same centre under the names every loader uses (x, y), so that
+            # figures of the field of view need not know which pipeline ran.
+            coords.update(position_coords(med[:, ::-1], "suite2p stat['med']"))
+        if all(isinstance(s, dict) and "iplane" in s for s in stat):
+            # Folders that combine planes (suite2p/combined) say which plane each ROI is in.
+            coords["plane"] = ("neuron", np.array([int(s["iplane"]) for s in stat]))
 
     data_vars = {
         name: (("time", "neuron"), array.T, {"units": "a.u."}) for name, array in traces.items()

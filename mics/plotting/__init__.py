@@ -21,14 +21,14 @@ The figures live in small modules by what they show:
 - :mod:`mics.plotting.power`: a power analysis's detection rates against
   the planted strength;
 - :mod:`mics.plotting.members`: which neurons carry each channel (sparse
-  fits, stability selection).
+  fits, stability selection): loadings, the field of view, a bibiplot.
 """
 
 from mics.plotting import model as _model
 from mics.plotting.asymmetry import plot_asymmetry
 from mics.plotting.inference import plot_bootstrap_intervals, plot_null_distribution
 from mics.plotting.lags import plot_lag_scan
-from mics.plotting.members import plot_members
+from mics.plotting.members import plot_member_biplot, plot_members, plot_members_fov
 from mics.plotting.model import *  # noqa: F403
 from mics.plotting.power import plot_power
 from mics.plotting.state import plot_channel_gain, plot_state_communication, state_angles
@@ -39,7 +39,9 @@ __all__ = [
     "plot_bootstrap_intervals",
     "plot_channel_gain",
     "plot_lag_scan",
+    "plot_member_biplot",
     "plot_members",
+    "plot_members_fov",
     "plot_null_distribution",
     "plot_power",
     "plot_state_communication",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from mics.plotting._names import names_or_default
+from mics.plotting._names import _ROLE_INDEX, names_or_default
 from mics.plotting.model import load_pyplot, require_fitted
 
-__all__ = ["plot_members"]
+__all__ = ["plot_member_biplot", "plot_members", "plot_members_fov"]
 
 _ROLES = ("source", "target", "modulator")
 # Members named on the axis at most; beyond that only the largest loadings are.
@@ -103,3 +105,409 @@ def plot_members(model, stability=None, fig=None, roles=_ROLES):
             axes[k, j].set_xlim(-0.6, P.shape[0] - 0.4)
         axes[K - 1, j].set_xlabel(f"{role} neuron (index)")
     return fig
+
+
+# ------------------------------------------------------------------ field of view
+# Coordinates the mics.io loaders write for a neuron's place on the field of
+# view (pixels); med_x/med_y are suite2p's names in files saved before x/y.
+_POSITION_COORDS = (("x", "y"), ("med_x", "med_y"))
+_PLANE_COORDS = ("plane", "imaging_plane")
+_ROLE_MARKERS = {"source": "o", "target": "^", "modulator": "s"}
+
+
+def _role_coords(model, role):
+    """Per-neuron coordinates (name -> values) the model kept for one role, and attrs."""
+    labels = getattr(model, "_labels", None)
+    info = (
+        None if labels is None or len(labels) <= _ROLE_INDEX[role] else labels[_ROLE_INDEX[role]]
+    )
+    if info is not None:
+        return dict(info.feature_coords), dict(info.attrs)
+    pattern = getattr(model, f"{role}_patterns_", None)
+    if pattern is not None and hasattr(pattern, "dims"):
+        dim = pattern.dims[0]
+        coords = {
+            str(k): np.asarray(c.values) for k, c in pattern.coords.items() if c.dims == (dim,)
+        }
+        return coords, dict(pattern.attrs)
+    return {}, {}
+
+
+def _fitted_positions(model, role, n):
+    """(n, 2) x/y of one role's neurons from the coordinates it was fitted with, or None."""
+    coords, _ = _role_coords(model, role)
+    for x_name, y_name in _POSITION_COORDS:
+        if x_name in coords and y_name in coords:
+            xy = np.column_stack([coords[x_name], coords[y_name]]).astype(float)
+            if xy.shape[0] == n:
+                return xy
+    return None
+
+
+def _same_field(model, roles):
+    """True when every role's neurons come from one recording and one imaging plane."""
+    origins, planes = set(), []
+    for role in roles:
+        coords, attrs = _role_coords(model, role)
+        if not attrs.get("source"):
+            return False
+        origins.add(str(attrs["source"]))
+        name = next((c for c in _PLANE_COORDS if c in coords), None)
+        planes.append(None if name is None else frozenset(np.asarray(coords[name]).tolist()))
+    return len(origins) == 1 and len(set(planes)) == 1
+
+
+def _positions_of(model, role, n, positions):
+    """Positions of one role: given explicitly, else the fitted coordinates, else None."""
+    if positions is not None and role in positions:
+        xy = np.asarray(positions[role], dtype=float)
+        if xy.ndim != 2 or xy.shape != (n, 2):
+            raise ValueError(
+                f"positions[{role!r}] must have shape ({n}, 2): one (x, y) per {role} "
+                f"neuron in the order the model was fitted on; got {xy.shape}."
+            )
+        return xy, False
+    xy = _fitted_positions(model, role, n)
+    return xy, xy is not None
+
+
+def _name_points(ax, names, xy, values, members, colour):
+    """Label the members, the largest |values| first, at most _MAX_NAMED_MEMBERS."""
+    order = np.flatnonzero(members)
+    order = order[np.argsort(-np.abs(values[order]), kind="stable")]
+    for i in order[:_MAX_NAMED_MEMBERS]:
+        ax.annotate(
+            names[i],
+            tuple(xy[i]),
+            textcoords="offset points",
+            xytext=(3, 3),
+            fontsize="xx-small",
+            color=colour,
+        )
+
+
+def plot_members_fov(
+    model, positions=None, stability=None, roles=None, ax=None, same_field=None, annotate=True
+):
+    """Member neurons on the field of view, coloured by channel.
+
+    Every neuron of a role is a point at its position on the imaging field
+    (grey for neurons in no channel); the members of channel ``k`` are drawn
+    over it in colour ``C{k}``, later channels smaller so that a neuron in
+    several channels shows as nested rings. Members are the neurons with a
+    non-zero weight in a sparse fit (``MICs(sparsity=...)``) or, given
+    ``stability``, those selected at its threshold.
+
+    Positions come from the ``x`` / ``y`` coordinates (pixels) that the
+    :mod:`mics.io` loaders put on the neuron dimension (suite2p ``stat``
+    centres, NWB ``PlaneSegmentation`` masks, CaImAn footprints), which a
+    model fitted on those DataArrays keeps; or they are passed explicitly.
+    Neurons of several imaging planes are drawn in one panel (their x/y are
+    in each plane's pixels).
+
+    Parameters
+    ----------
+    model : mics.MICs
+        Fitted, with at least one channel.
+    positions : dict of str to array-like of shape (n, 2), optional
+        ``{"source": (p, 2), "target": (q, 2), "modulator": (m, 2)}``:
+        (x, y) of each neuron in the fitted order; a role given here
+        overrides the fitted coordinates. NaN marks a neuron without a place
+        (it is not drawn).
+    stability : xarray.Dataset, optional
+        Of :func:`mics.stability_selection` on this model: members are the
+        neurons selected at its threshold.
+    roles : sequence of {"source", "target", "modulator"}, optional
+        Populations to draw. Default: every population with positions.
+    ax : matplotlib.axes.Axes or sequence of Axes, optional
+        One axes per panel (one per role, or one in all when
+        ``same_field``); new ones when omitted.
+    same_field : bool, optional
+        Draw all roles in one panel (markers: source circles, target
+        triangles, modulator squares) because they were imaged in the same
+        field. Default: True when every role's DataArray came from the same
+        recording (``attrs["source"]``) and the same imaging plane(s), else
+        one panel per role.
+    annotate : bool, default=True
+        Write the neuron ids of the members (the largest loadings first, at
+        most 12 per channel and role).
+
+    Returns
+    -------
+    axes : list of matplotlib.axes.Axes
+        One per panel. The member points of channel ``k`` and role ``r`` are
+        the collection with gid ``"r:members:k"``, the others ``"r:others"``.
+
+    Raises
+    ------
+    ValueError
+        If the model has no channels, a role is unknown or has no
+        positions, or ``positions`` has the wrong shape.
+    """
+    require_fitted(model, "channel_weights_", "source_patterns_", "target_patterns_")
+    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
+    K = weights.size
+    if K == 0:
+        raise ValueError("the model has no channels: there are no members to plot.")
+    if positions is not None and not isinstance(positions, dict):
+        raise ValueError(
+            "positions must be a dict such as {'source': xy_source, 'target': xy_target}, "
+            "each an array of shape (n_neurons, 2) holding x and y."
+        )
+    present = [
+        r for r in _ROLES if np.asarray(getattr(model, f"{r}_patterns_", np.empty((0, K)))).size
+    ]
+    explicit = roles is not None
+    roles = list(present if roles is None else roles)
+    unknown = [r for r in roles if r not in _ROLES]
+    if unknown or not roles:
+        raise ValueError(f"roles must be among {_ROLES}, got {roles!r}.")
+    extra = sorted(set(positions or ()) - set(_ROLES))
+    if extra:
+        raise ValueError(f"positions has keys {extra}; use 'source', 'target', 'modulator'.")
+
+    drawn = []  # (role, P, xy, from_loader)
+    for role in roles:
+        P = np.asarray(getattr(model, f"{role}_patterns_"), dtype=float)
+        xy, from_loader = _positions_of(model, role, P.shape[0], positions)
+        if xy is None:
+            if explicit:
+                raise ValueError(_no_positions_message(role, P.shape[0]))
+            continue
+        drawn.append((role, P, xy, from_loader))
+    if not drawn:
+        raise ValueError(_no_positions_message(" and ".join(roles), None))
+    if same_field is None:
+        same_field = len(drawn) > 1 and _same_field(model, [d[0] for d in drawn])
+    n_panels = 1 if same_field else len(drawn)
+    if ax is None:
+        _, axes = load_pyplot().subplots(
+            1, n_panels, figsize=(4.5 * n_panels, 4.5), squeeze=False, layout="constrained"
+        )
+        axes = list(axes[0])
+    else:
+        axes = list(np.atleast_1d(ax))
+        if len(axes) != n_panels:
+            raise ValueError(f"ax must hold {n_panels} axes (one per panel), got {len(axes)}.")
+
+    for j, (role, P, xy, from_loader) in enumerate(drawn):
+        a = axes[0 if same_field else j]
+        members, _, names = _members_and_names(model, stability, role, P)
+        placed = np.all(np.isfinite(xy), axis=1)
+        lost = int(np.sum(members.any(axis=1) & ~placed))
+        if lost:
+            warnings.warn(
+                f"{lost} {role} member(s) have no position (NaN) and are not drawn.",
+                UserWarning,
+                stacklevel=2,
+            )
+        marker = _ROLE_MARKERS[role] if same_field else "o"
+        prefix = f"{role}, " if same_field else ""
+        others = placed & ~members.any(axis=1)
+        a.scatter(
+            xy[others, 0], xy[others, 1], s=12, c="0.75", marker=marker, linewidths=0,
+            label=f"{prefix}in no channel", gid=f"{role}:others",
+        )  # fmt: skip
+        for k in range(K):
+            chosen = placed & members[:, k]
+            # Later channels smaller and on top: a neuron in several channels shows
+            # every one of its colours as nested rings.
+            a.scatter(
+                xy[chosen, 0], xy[chosen, 1], s=60.0 * 0.55**k, color=f"C{k % 10}",
+                marker=marker, edgecolors="k", linewidths=0.4, zorder=3 + k,
+                label=f"{prefix}channel {k} ({int(chosen.sum())})", gid=f"{role}:members:{k}",
+            )  # fmt: skip
+            if annotate:
+                _name_points(a, names, xy, np.where(chosen, P[:, k], 0.0), chosen, f"C{k % 10}")
+        if not same_field or j == 0:
+            unit = " (pixels)" if from_loader else ""
+            a.set_xlabel(f"x{unit}")
+            a.set_ylabel(f"y{unit}")
+            a.set_aspect("equal", adjustable="datalim")
+            # image convention: row 0 at the top
+            if not a.yaxis_inverted():
+                a.invert_yaxis()
+        a.set_title(
+            "members on the field of view" if same_field else f"{role} neurons", fontsize="small"
+        )
+    for a in axes:
+        a.legend(fontsize="x-small", loc="best", markerscale=0.8)
+    return axes
+
+
+def _no_positions_message(role, n):
+    shape = f"({n}, 2)" if n is not None else "(n, 2)"
+    return (
+        f"no positions for the {role} neurons: the model was not fitted on DataArrays "
+        "with x/y coordinates along the neuron dimension. Fit it on the output of a "
+        "mics.io loader that reads ROI positions (suite2p stat.npy, NWB "
+        "PlaneSegmentation masks, CaImAn footprints) or pass "
+        f"positions={{{role.split()[0]!r}: array of shape {shape} with x, y}}."
+    )
+
+
+# ------------------------------------------------------------------ biplot
+def _second_axis(channel, versus, K):
+    """What the vertical axis shows: another channel (int) or the baseline ("baseline")."""
+    if versus is None:
+        if K >= 2:
+            # channels are ordered by weight: the leading channel other than ``channel``
+            return 1 if channel == 0 else 0
+        return "baseline"
+    if isinstance(versus, str):
+        if versus != "baseline":
+            raise ValueError(f"versus must be a channel index or 'baseline', got {versus!r}.")
+        return versus
+    v = int(versus)
+    if not 0 <= v < K or v == channel:
+        raise ValueError(
+            f"versus={versus} must be another channel of the model (0 .. {K - 1}, "
+            f"not {channel}) or 'baseline'."
+        )
+    return v
+
+
+def plot_member_biplot(
+    model, channel=0, versus=None, stability=None, roles=("source", "target"), ax=None
+):
+    """Source and target neurons' loadings in one shared plane (a bibiplot).
+
+    In the style of the bibiplots of sparse reduced-rank regression (Kobak
+    et al. 2021), each neuron is a point whose coordinates are its loadings
+    on two axes shared by all panels, one panel per population:
+
+    - horizontal: the pattern of ``channel`` (unit norm);
+    - vertical: with two or more channels the pattern of the leading other
+      channel (``versus``); with one channel the leading dimension of the
+      baseline communication subspace (``source_subspace_[:, 0]``,
+      ``target_subspace_[:, 0]``, unit norm).
+
+    Why these axes: the gated coupling from source neuron ``i`` to target
+    neuron ``j`` is ``sum_k lambda_k g_k(z) A[i, k] B[j, k]``, so with two
+    channels on the axes a source point and a target point pointing the same
+    way (positive dot product, weighted by the ``lambda_k g_k``) are coupled
+    positively, opposite ways negatively, at right angles not at all. With
+    one channel the horizontal product ``A[i, 0] B[j, 0]`` is the gated
+    coupling and the vertical product ``U[i, 0] V[j, 0]`` (times the first
+    singular value) the baseline one: members on the horizontal axis carry
+    only the gated channel, members off it also carry the ungated
+    communication.
+
+    Members of ``channel`` (non-zero weight in a sparse fit, or selected in
+    ``stability``) are drawn as red points with spokes from the origin and
+    named; members of the ``versus`` channel as blue rings; other neurons
+    grey.
+
+    Parameters
+    ----------
+    model : mics.MICs
+        Fitted, with at least one channel (and ``rank_ >= 1`` when it has
+        a single channel and ``versus`` is not another channel).
+    channel : int, default=0
+        Channel on the horizontal axis whose members are highlighted.
+    versus : int or "baseline", optional
+        Vertical axis: another channel, or the leading baseline dimension.
+        Default: the leading other channel if there is one, else
+        ``"baseline"``.
+    stability : xarray.Dataset, optional
+        Of :func:`mics.stability_selection` on this model.
+    roles : sequence of {"source", "target", "modulator"}, default=("source", "target")
+        One panel each. The modulator has no baseline subspace: it needs
+        ``versus`` to be a channel.
+    ax : sequence of matplotlib.axes.Axes, optional
+        One per role; new ones (sharing both axes) when omitted.
+
+    Returns
+    -------
+    axes : list of matplotlib.axes.Axes
+        One per role. Member points of role ``r`` are the collection with
+        gid ``"r:members"`` (offsets: their loadings), rings of the
+        ``versus`` channel ``"r:members_versus"``, the rest ``"r:others"``.
+
+    Raises
+    ------
+    ValueError
+        If ``channel`` or ``versus`` is not a channel of the model, the
+        baseline is asked for with rank 0 or for the modulator, or ``ax``
+        has the wrong length.
+    """
+    require_fitted(model, "channel_weights_", "source_patterns_", "target_patterns_")
+    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
+    K = weights.size
+    if K == 0:
+        raise ValueError("the model has no channels: there are no members to plot.")
+    channel = int(channel)
+    if not 0 <= channel < K:
+        raise ValueError(f"channel must be in 0 .. {K - 1}, got {channel}.")
+    roles = list(roles)
+    unknown = [r for r in roles if r not in _ROLES]
+    if unknown or not roles:
+        raise ValueError(f"roles must be among {_ROLES}, got {roles!r}.")
+    second = _second_axis(channel, versus, K)
+    if second == "baseline":
+        rank = int(getattr(model, "rank_", 0) or 0)
+        if rank < 1:
+            raise ValueError(
+                "with one channel the vertical axis is the leading baseline dimension, but "
+                "the model has no baseline communication (rank 0); fit with rank >= 1 or a "
+                "second channel."
+            )
+        if "modulator" in roles:
+            raise ValueError(
+                "the modulator has no baseline subspace: drop it from roles or pass "
+                "versus=<another channel>."
+            )
+
+    panels = []  # (role, x, y, members (n,), members of versus or None, names)
+    for role in roles:
+        P = np.asarray(getattr(model, f"{role}_patterns_"), dtype=float)
+        members, _, names = _members_and_names(model, stability, role, P)
+        if second == "baseline":
+            y = np.asarray(getattr(model, f"{role}_subspace_"), dtype=float)[:, 0]
+            ring = None
+        else:
+            y, ring = P[:, second], members[:, second]
+        panels.append((role, P[:, channel], y, members[:, channel], ring, names))
+
+    if ax is None:
+        _, axes = load_pyplot().subplots(
+            1, len(roles), figsize=(4.5 * len(roles), 4.5), squeeze=False,
+            sharex=True, sharey=True, layout="constrained",
+        )  # fmt: skip
+        axes = list(axes[0])
+    else:
+        axes = list(np.atleast_1d(ax))
+        if len(axes) != len(roles):
+            raise ValueError(f"ax must hold one axes per role ({len(roles)}), got {len(axes)}.")
+    from matplotlib.collections import LineCollection
+
+    # One scale for every panel: the plane is shared.
+    reach = max(float(np.max(np.abs(np.r_[x, y]), initial=0.0)) for _, x, y, *_ in panels)
+    reach = 1.15 * (reach if reach > 0 else 1.0)
+    ylabel = "leading baseline dimension" if second == "baseline" else f"channel {second} pattern"
+    for a, (role, x, y, mask, ring, names) in zip(axes, panels, strict=True):
+        a.axhline(0.0, color="k", linewidth=0.5)
+        a.axvline(0.0, color="k", linewidth=0.5)
+        rest = ~mask
+        a.scatter(x[rest], y[rest], s=10, c="0.7", linewidths=0, gid=f"{role}:others",
+                  label="not a member")  # fmt: skip
+        spokes = [[(0.0, 0.0), (x[i], y[i])] for i in np.flatnonzero(mask)]
+        a.add_collection(
+            LineCollection(spokes, colors="C3", linewidths=0.8, alpha=0.7, gid=f"{role}:spokes")
+        )
+        a.scatter(x[mask], y[mask], s=24, color="C3", zorder=3, gid=f"{role}:members",
+                  label=f"channel {channel} member ({int(mask.sum())})")  # fmt: skip
+        if ring is not None:
+            a.scatter(x[ring], y[ring], s=60, facecolors="none", edgecolors="C0", zorder=4,
+                      gid=f"{role}:members_versus",
+                      label=f"channel {second} member ({int(ring.sum())})")  # fmt: skip
+        named = mask if ring is None else mask | ring
+        _name_points(a, names, np.column_stack([x, y]), np.hypot(x, y), named, "C3")
+        a.set_xlim(-reach, reach)
+        a.set_ylim(-reach, reach)
+        a.set_aspect("equal")
+        a.set_xlabel(f"channel {channel} pattern (\u03bb = {weights[channel]:.3g})")
+        a.set_ylabel(f"{role}: {ylabel}")
+        a.set_title(f"{role} neurons", fontsize="small")
+        a.legend(fontsize="x-small", loc="best")
+    return axes
