@@ -161,6 +161,10 @@ class MomentOperator(_LinearPart):
         T1 = (self.Mab.reshape(m * m * p, p) @ A).reshape(m * m, p, K)
         return np.matmul(A.T, T1).reshape(m, m, K, K).transpose(2, 3, 0, 1)
 
+    def interaction_gram(self, A, C):
+        """``H[k, l] = (Phi (A kr C))^T (Phi (A kr C))`` (centred), the target block's Gram."""
+        return _contract_pair(self.gram_modulator(A), C)
+
     def _sphir_times(self, Bm):
         """``T[i, a, k] = sum_j Sphir[i, a, j] Bm[j, k]``."""
         p, m = self.p, self.m
@@ -228,10 +232,39 @@ class DataOperator(_LinearPart):
         # linear moments exactly as on the moment path.
         self.B, self.D = B, D
         self.rr = self.residual_norm2(B, D, basis)
+        self.__dict__.get("_memo_cache", {}).pop("residual", None)  # R changed
+
+    def _memo(self, name, V, compute):
+        """``compute(V)``, reused while ``V`` is unchanged (one entry per name).
+
+        Within a sweep several blocks multiply the data by the same factor
+        (``X A``, ``Z C``, ``R Bm``); each product is a pass over ``T`` rows,
+        which at tens of thousands of samples costs as much as a solve. The
+        comparison costs ``d K``.
+        """
+        memo = self.__dict__.setdefault("_memo_cache", {})
+        hit = memo.get(name)
+        if hit is not None and hit[0].shape == V.shape and np.array_equal(hit[0], V):
+            return hit[1]
+        out = compute(V)
+        memo[name] = (V.copy(), out)
+        return out
+
+    def _source_times(self, A):
+        """``Xc @ A`` (T, K)."""
+        return self._memo("source", A, self.Xc.__matmul__)
+
+    def _modulator_times(self, C):
+        """``Zc @ C`` (T, K)."""
+        return self._memo("modulator", C, self.Zc.__matmul__)
 
     def _residual_times(self, V):
         """``R @ V`` for V of shape (q, K)."""
-        return self.Yc @ V - self.Xc @ (self.B @ V) - self.Zc @ (self.D @ V)
+        return self._memo(
+            "residual",
+            V,
+            lambda V: self.Yc @ V - self.Xc @ (self.B @ V) - self.Zc @ (self.D @ V),
+        )
 
     def _residual_transposed_times(self, H):
         """``R^T @ H`` for H of shape (T, K)."""
@@ -252,24 +285,34 @@ class DataOperator(_LinearPart):
         return WeightedGrams(F, V, buf)
 
     def gram_source(self, C):
-        return self._weighted_grams(self.Zc @ C, self.Xc, "source")
+        return self._weighted_grams(self._modulator_times(C), self.Xc, "source")
 
     def gram_modulator(self, A):
-        return self._weighted_grams(self.Xc @ A, self.Zc, "modulator")
+        return self._weighted_grams(self._source_times(A), self.Zc, "modulator")
+
+    def interaction_gram(self, A, C):
+        """The target block's Gram from the K interaction columns, ``O(T (p + m) K)``.
+
+        Equal to contracting :meth:`gram_modulator` with ``C`` (which costs
+        ``T m^2 K``): the line-search steps need only this.
+        """
+        P = self._source_times(A) * self._modulator_times(C)
+        mu = P.mean(axis=0)
+        return P.T @ P - self.n * np.outer(mu, mu)
 
     def rhs_source(self, C, Bm):
-        return self.Xc.T @ ((self.Zc @ C) * self._residual_times(Bm))
+        return self.Xc.T @ (self._modulator_times(C) * self._residual_times(Bm))
 
     def rhs_modulator(self, A, Bm):
-        return self.Zc.T @ ((self.Xc @ A) * self._residual_times(Bm))
+        return self.Zc.T @ (self._source_times(A) * self._residual_times(Bm))
 
     def rhs_target(self, A, C):
-        return self._residual_transposed_times((self.Xc @ A) * (self.Zc @ C))
+        return self._residual_transposed_times(self._source_times(A) * self._modulator_times(C))
 
     def baseline_targets(self, A, Bm, C, H_int):
         # Cross-moments with Y - h Bm^T through the K columns of h only
         # (O(T (p + m + q) K), not O(T (p + m) q)).
-        h = (self.Xc @ A) * (self.Zc @ C)
+        h = self._source_times(A) * self._modulator_times(C)
         h -= h.mean(axis=0)
         hy = self.Yc.T @ h  # (q, K)
         rw2 = self.tr_yy - 2 * np.sum(hy * Bm) + np.sum((h.T @ h) * (Bm.T @ Bm))
@@ -451,11 +494,10 @@ def _target_block(op, A, C, alpha_W, N_A=None):
     Returns ``Bm``, the interaction Gram ``H_int`` and the squared error at
     that block optimum: ``rr - <g, Bm> - alpha ||Bm||^2`` (``g`` the
     right-hand side), which needs no pass over the residual. ``N_A``, the
-    modulator Gram of ``A``, is formed here unless the caller has it.
+    modulator Gram of ``A``, is contracted when the caller has it; otherwise
+    the interaction Gram comes from the operator directly.
     """
-    if N_A is None:
-        N_A = op.gram_modulator(A)
-    H_int = _contract_pair(N_A, C)
+    H_int = op.interaction_gram(A, C) if N_A is None else _contract_pair(N_A, C)
     g = op.rhs_target(A, C)
     Hr = H_int + alpha_W * np.eye(H_int.shape[0])
     Bm = solve_psd(Hr, g.T).T

@@ -323,9 +323,7 @@ class GroupPenalty:
         channels, so here the rebalanced factors are kept only where their
         penalised loss is lower.
         """
-        if N_A is None:
-            N_A = op.gram_modulator(A)
-        H_int = _contract(N_A, C)
+        H_int = op.interaction_gram(A, C) if N_A is None else _contract(N_A, C)
         g = op.rhs_target(A, C)
         if self.target == 0:
             Bm = solve_psd(H_int + alpha_W * np.eye(H_int.shape[0]), g.T).T
