@@ -294,6 +294,18 @@ def test_refuses_models_without_channels():
         mics.asymmetry(model, X, Y, Z)
 
 
+def test_refuses_a_baseline_of_rank_zero():
+    # every channel is "new" without a communication subspace: both private
+    # fractions are 0, so a difference of 0 would be an artefact, not a finding
+    X, Y, Z, _ = mics.simulate(n_samples=300, n_source=8, n_target=6, n_channels=1, rank=1,
+                               random_state=0)  # fmt: skip
+    model = mics.MICs(rank=0, n_channels=1, random_state=0).fit(X, Y, Z)
+    parts = model.decompose()
+    assert float(parts.total_new) == pytest.approx(1.0, abs=1e-12)
+    with pytest.raises(ValueError, match="rank 0"):
+        mics.asymmetry(model, X, Y, Z)
+
+
 def test_plot_asymmetry(source_side):
     pytest.importorskip("matplotlib")
     import matplotlib

@@ -50,7 +50,8 @@ def asymmetry(
     Parameters
     ----------
     model : fitted MICs
-        With at least one channel (``n_channels_ >= 1``).
+        With at least one channel (``n_channels_ >= 1``) and a baseline of
+        rank at least 1 (the sides are defined relative to its subspaces).
     X : array-like of shape (n_samples, n_source)
     Y : array-like of shape (n_samples, n_target)
     Z : array-like of shape (n_samples, n_modulators) or (n_samples,)
@@ -118,6 +119,15 @@ def asymmetry(
         raise ValueError(
             "the model has no channels (n_channels_ = 0): there is no modulation whose "
             "source and target sides could be compared."
+        )
+    if int(getattr(model, "rank_", 1)) == 0:
+        # With no communication subspace every channel is "new" by definition
+        # (both private fractions are 0 in every refit): the statistic would
+        # be 0 with a degenerate interval, an answer the data never gave.
+        raise ValueError(
+            "the baseline has rank 0 (no communication subspace), so every channel counts "
+            "as a 'new' interaction and source- against target-side reconfiguration is "
+            "undefined. Fit with rank >= 1 (or let MICs select the rank) to compare the sides."
         )
     if bootstrap is None:
         if X is None or Y is None or Z is None:
