@@ -275,20 +275,24 @@ class DataOperator(_LinearPart):
         R = self.Yc - self.Xc @ self.B - self.Zc @ self.D
         return np.stack([self.Xc.T @ (self.Zc[:, a : a + 1] * R) for a in range(self.m)], 1)
 
-    def _weighted_grams(self, V, F, which):
+    def _weighted_grams(self, V, F, which, means):
         # one reused buffer per mode: the source blocks are consumed before the
         # modulator blocks are formed, and each is rebuilt every sweep
         buffers = self.__dict__.setdefault("_gram_buffers", {})
         buf = buffers.get(which)
         if buf is None or buf.shape[0] < V.shape[1]:
             buf = buffers[which] = np.empty((V.shape[1],) + F.shape)
-        return WeightedGrams(F, V, buf)
+        return WeightedGrams(F, V, buf, means)
 
+    # The scaled rows' means are X^T Z C / T and Z^T X A / T: the cross
+    # scatter S_xz gives them in O(p m K) instead of a pass over the data.
     def gram_source(self, C):
-        return self._weighted_grams(self._modulator_times(C), self.Xc, "source")
+        means = self.Sxz @ C / self.n
+        return self._weighted_grams(self._modulator_times(C), self.Xc, "source", means)
 
     def gram_modulator(self, A):
-        return self._weighted_grams(self._source_times(A), self.Zc, "modulator")
+        means = self.Sxz.T @ A / self.n
+        return self._weighted_grams(self._source_times(A), self.Zc, "modulator", means)
 
     def interaction_gram(self, A, C):
         """The target block's Gram from the K interaction columns, ``O(T (p + m) K)``.

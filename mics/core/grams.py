@@ -46,9 +46,13 @@ class WeightedGrams:
     buffer : ndarray of shape (>= K, T, d), optional
         Reused storage for the scaled rows ``F * v_k`` (saves allocating
         K arrays of the data's size every sweep).
+    means : ndarray of shape (d, K), optional
+        ``F^T V / T``, the column means of the scaled rows, when the caller
+        has them from its moments (a pass over ``F`` saved); computed here
+        otherwise.
     """
 
-    def __init__(self, F, V, buffer=None):
+    def __init__(self, F, V, buffer=None, means=None):
         T, d = F.shape
         K = V.shape[1]
         self.n = T
@@ -58,7 +62,9 @@ class WeightedGrams:
         self.scaled = buffer[:K]
         for k in range(K):
             np.multiply(F, V[:, k : k + 1], out=self.scaled[k])
-        self.means = [F.T @ V[:, k] / T for k in range(K)]
+        if means is None:
+            means = F.T @ V / T
+        self.means = [means[:, k] for k in range(K)]
         self.diagonal = []
         for k in range(K):
             # dsyrk on the transposed (Fortran) view of C-ordered rows: no copy
