@@ -272,11 +272,38 @@ def _is_penalty(alpha):
 _SPARSE_FACTORS = ("source", "target", "modulator")
 
 
-def check_sparsity(sparsity, sparse_on):
-    """The group-lasso settings of :class:`mics.MICs`: a non-negative weight and factor names."""
-    ok = isinstance(sparsity, numbers.Real) and not isinstance(sparsity, (bool, np.bool_))
-    if not ok or not np.isfinite(sparsity) or sparsity < 0:
-        raise ValueError(f"sparsity must be a non-negative finite number, got {sparsity!r}.")
+def check_sparsity(sparsity, sparse_on, choose=False):
+    """The group-lasso settings of :class:`mics.MICs`: a weight (or candidates) and factor names.
+
+    Parameters
+    ----------
+    sparsity : object
+        A non-negative finite number; with ``choose`` also ``"cv"`` (the
+        default grid of :mod:`mics.model.sparsity_path`) or a non-empty
+        sequence of non-negative finite numbers (the candidates).
+    sparse_on : object
+        "all", a comma-separated string or a sequence of factor names.
+    choose : bool, default=False
+        Also accept candidates for cross-validation (as :class:`mics.MICs`
+        does, where folds choose among them).
+
+    Returns
+    -------
+    float, str or tuple of float
+        The weight or the candidates.
+    """
+    if choose and (isinstance(sparsity, str) or np.ndim(sparsity) == 1):
+        try:
+            sparsity = check_alpha(sparsity, "sparsity", choose=True)
+        except ValueError:
+            raise ValueError(
+                f'sparsity must be a non-negative finite number, "cv" or a non-empty '
+                f"sequence of such numbers (candidates chosen by cross-validation), got "
+                f"{sparsity!r}."
+            ) from None
+    elif not _is_penalty(sparsity):
+        also = ', "cv" or a sequence of candidate values' if choose else ""
+        raise ValueError(f"sparsity must be a non-negative finite number{also}, got {sparsity!r}.")
     if isinstance(sparse_on, str):
         names = () if sparse_on == "all" else [n.strip() for n in sparse_on.split(",")]
     else:
@@ -290,3 +317,4 @@ def check_sparsity(sparsity, sparse_on):
             f'sparse_on must be "all" or name factors among {_SPARSE_FACTORS} (a sequence '
             f'or a comma-separated string such as "source,target"), got {sparse_on!r}.'
         )
+    return sparsity

@@ -29,6 +29,7 @@ from mics.estimators.rrr import ReducedRankRegression, ReducedRankRegressionCV
 from mics.model.fit import fit_problem
 from mics.model.penalty_path import chooses_penalties, chosen_penalties
 from mics.model.selection import prefixed
+from mics.model.sparsity_path import chosen_sparsity
 
 __all__ = ["MICs", "load"]
 
@@ -135,16 +136,31 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         0 silences progress bars.
     random_state : int, RandomState or None, default=None
         Seeds the random restarts; fixes every fit.
-    sparsity : float, default=0.0
+    sparsity : float, "cv" or sequence of float, default=0.0
         Group-lasso weight that sets whole neurons to zero in the channel
         patterns (an elastic net with ``alpha_channels``): a source neuron is
         in or out of every channel at once, likewise a target neuron and,
         when Z is a population, a modulator neuron. Relative to the data (in
         standard errors of the loss gradient at a neuron that carries
         nothing, see :func:`mics.core.penalties`), so it does not depend on
-        units; 0 is the dense fit. Applies to the selection's fold fits and
-        the final fit. See ``docs/guide/members.md`` and
-        :func:`mics.stability_selection` for how sure each membership is.
+        units; 0 is the dense fit. A number applies to the selection's fold
+        fits and the final fit. "cv" (grid
+        ``mics.model.sparsity_path.SPARSITY_GRID``: 0, and 1 to 32 in
+        factors of 2) or a sequence chooses it on the same folds as the rank
+        and channels, after them (they are selected on the dense model): in
+        every fold a path from the smallest candidate to the largest, each
+        fit warm-started from the previous one, at the selected rank and
+        ``K``. The chosen value (``sparsity_``) is the largest whose mean
+        held-out loss is at most the lowest mean plus its standard error
+        over folds: the one-SEM rule of the rank and channel counts, towards
+        sparser models (the minimum keeps extra neurons; see
+        :mod:`mics.model.sparsity_path`). The path is in ``cv_results_``,
+        drawn by :func:`mics.plotting.plot_sparsity_path`. It costs one
+        sparse fit per candidate and fold; with ``K = 0`` it is not run. See
+        ``docs/guide/members.md``, and :func:`mics.stability_selection` for
+        how sure each membership is (fix the chosen value first,
+        ``model.set_params(sparsity=model.sparsity_)``, or every resample
+        chooses it again).
     sparse_on : str or sequence of str, default="all"
         Which patterns get the group lasso: "all" (source, target and
         modulator; the modulator only when it has more than one column), or
@@ -159,8 +175,8 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         are mapped back to the neurons. None (the default) keeps every
         neuron; a population with more neurons than samples is then fitted
         in the coordinates of its samples' span, which is exact (see
-        ``docs/guide/many_neurons.md``). Ignored with ``sparsity > 0`` and
-        for inputs not in memory.
+        ``docs/guide/many_neurons.md``). Ignored with a
+        ``sparsity`` other than 0 and for inputs not in memory.
 
     Attributes
     ----------
@@ -206,11 +222,25 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         their ``_fold_loss`` (n_candidates, n_folds), ``_mean_loss``,
         ``_sem_loss`` and ``_best_index``; ``alpha_rank`` and
         ``alpha_channels_penalised_loss`` (see
-        :func:`mics.model.penalty_path.select_with_penalties`).
+        :func:`mics.model.penalty_path.select_with_penalties`). With
+        ``sparsity`` chosen by CV: ``sparsity`` (candidates, smallest
+        first), ``sparsity_fold_loss`` (n_candidates, n_folds),
+        ``sparsity_mean_loss``, ``sparsity_sem_loss``,
+        ``sparsity_best_index`` (one-SEM), ``sparsity_lowest_index``, the
+        neurons with a non-zero weight in the fold fits,
+        ``sparsity_n_source``, ``sparsity_n_target``,
+        ``sparsity_n_modulator`` (mean over folds; per fold in
+        ``sparsity_fold_n_source`` and so on), and
+        ``sparsity_penalised_loss``; see
+        :func:`mics.model.sparsity_path.summarize`.
     alpha_, alpha_channels_ : float
         The relative penalties of the final fit: as given, or chosen by CV
         (``alpha_channels_`` is ``alpha_`` when ``alpha_channels`` is None).
         Set when a modulator is given.
+    sparsity_ : float
+        The group-lasso weight of the final fit: as given, or chosen by CV
+        (with ``K = 0`` selected, the smallest candidate: there are no
+        patterns to make sparse). Set when a modulator is given.
     source_scale_, target_scale_ : float
         Root mean per-neuron standard deviation of X and of Y (training data).
     modulator_scale_ : ndarray of shape (n_modulators,)
@@ -344,6 +374,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         self.alpha_, self.alpha_channels_ = chosen_penalties(
             self.get_params(deep=False), outcome.cv_results
         )
+        self.sparsity_ = chosen_sparsity(self.get_params(deep=False), outcome.cv_results)
         if not problem.in_memory:
             self.n_features_in_ = problem.shape[1]
             if hasattr(self, "feature_names_in_"):

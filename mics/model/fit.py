@@ -43,6 +43,7 @@ from mics.model.reduction import (
     reduce_inputs,
 )
 from mics.model.solver import choose_solver_for, warn_if_slow
+from mics.model.sparsity_path import chooses_sparsity
 
 __all__ = ["FitOutcome", "check_params", "fit_from_moments", "fit_problem"]
 
@@ -86,7 +87,10 @@ def check_params(params, p, q, m):
     tol = params.tol
     if not isinstance(tol, numbers.Real) or isinstance(tol, bool) or not 0 <= tol < np.inf:
         raise ValueError(f"tol must be a non-negative finite number, got {tol!r}.")
-    check_sparsity(getattr(params, "sparsity", 0.0), getattr(params, "sparse_on", "all"))
+    # "cv" or candidates (a grid only where folds choose it: mics.model.sparsity_path)
+    check_sparsity(
+        getattr(params, "sparsity", 0.0), getattr(params, "sparse_on", "all"), choose=selecting
+    )
     if not selecting:
         return
     check_count(params.max_rank, "max_rank", 0)
@@ -240,7 +244,7 @@ def fit_problem(params, problem, *, cv_only=False):
     check_components(params)
     config = SimpleNamespace(**params)
     rng = check_random_state(config.random_state)
-    # Penalties chosen by CV need the folds even when the sizes are fixed.
+    # Penalties (and sparsity) chosen by CV need the folds even when the sizes are fixed.
     fixed = config.rank is not None and config.n_channels is not None
     fixed = fixed and not chooses_penalties(config)
     # Populations larger than the number of samples (or asked to principal
@@ -248,7 +252,7 @@ def fit_problem(params, problem, *, cv_only=False):
     # The group lasso on neurons is not invariant to a change of basis, so
     # a sparse fit keeps its neurons.
     plan = None
-    if problem.in_memory and not getattr(config, "sparsity", 0.0):
+    if problem.in_memory and not (chooses_sparsity(config) or getattr(config, "sparsity", 0.0)):
         plan = plan_reduction(params, n, p, q, m)
     reduction = None
     if problem.in_memory:
@@ -297,7 +301,7 @@ def fit_problem(params, problem, *, cv_only=False):
             keep = not moments or nbytes <= config.memory_limit
             total, folds = standardised.fold_moments(splits, interaction=moments, keep=keep)
     if folds is not None:
-        # sets config.alpha and alpha_channels to the chosen values, where asked
+        # sets config.alpha, alpha_channels and sparsity to the chosen values, where asked
         rank, n_channels, cv_results = select_with_penalties(
             config, total, folds, rng, data, channels=not cv_only
         )
@@ -327,7 +331,7 @@ def fit_problem(params, problem, *, cv_only=False):
             warnings.warn(
                 f"sparsity={sparsity:g} set every neuron of {empty} of {n_channels} "
                 "channel(s) to zero: the penalty is larger than the signal there. Lower "
-                "sparsity (mics.workflows.choose_sparsity chooses it on the folds) or "
+                "sparsity (sparsity='cv' chooses it on the folds) or "
                 "fit fewer channels.",
                 UserWarning,
                 stacklevel=3,

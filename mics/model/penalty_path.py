@@ -23,6 +23,11 @@ Order (hierarchical, as the rank and channel selection):
    ``RidgeCV`` run theirs. With ``K = 0`` there is nothing to penalise and the
    provisional value is kept. A path costs ``n_grid x n_folds`` channel fits;
    the warm start makes each one a few sweeps from a nearby optimum.
+4. ``sparsity`` (``MICs(sparsity="cv")``), last, at the selected rank,
+   ``K`` and ``alpha_channels``: the same warm-started fold path
+   (:func:`warm_path`) over group-lasso weights, from the dense fit to the
+   sparsest, with its own rule (:mod:`mics.model.sparsity_path`). The
+   stages before it run on the dense model.
 
 Rule: the candidate with the smallest mean held-out loss, not the one-SEM
 rule of the rank and channel counts. The one-SEM rule guards a *discrete*
@@ -53,6 +58,7 @@ from mics.core.als import (
 from mics.core.heldout import data_heldout_loss, heldout_loss
 from mics.core.linalg import single_blas_thread
 from mics.model.selection import select_from_moments
+from mics.model.sparsity_path import chooses_sparsity, no_path, sparsity_grid, sparsity_path
 
 __all__ = [
     "ALPHA_CHANNELS_GRID",
@@ -63,6 +69,7 @@ __all__ = [
     "chooses_penalties",
     "penalty_grid",
     "select_with_penalties",
+    "warm_path",
 ]
 
 # Candidate relative penalties for "cv", largest first (the path's order):
@@ -109,7 +116,7 @@ def penalty_grid(value, name="alpha"):
 
 
 def chooses_penalties(params):
-    """Whether ``alpha`` or ``alpha_channels`` is to be chosen by cross-validation.
+    """Whether ``alpha``, ``alpha_channels`` or ``sparsity`` is to be chosen by cross-validation.
 
     Parameters
     ----------
@@ -120,6 +127,7 @@ def chooses_penalties(params):
     return (
         penalty_grid(get("alpha")) is not None
         or penalty_grid(get("alpha_channels"), "alpha_channels") is not None
+        or chooses_sparsity(params)
     )
 
 
@@ -155,9 +163,9 @@ def select_with_penalties(config, total, folds, rng, data=None, channels=True):
     Parameters
     ----------
     config : namespace
-        The estimator's parameters plus ``solver_``; ``alpha`` and
-        ``alpha_channels`` may be "cv" or sequences. On return they hold
-        the chosen floats (the final fit reads them there).
+        The estimator's parameters plus ``solver_``; ``alpha``,
+        ``alpha_channels`` and ``sparsity`` may be "cv" or sequences. On
+        return they hold the chosen floats (the final fit reads them there).
     total, folds, rng, data
         As :func:`mics.model.selection.select_from_moments` (standardised).
     channels : bool, default=True
@@ -177,7 +185,10 @@ def select_with_penalties(config, total, folds, rng, data=None, channels=True):
         (n_grid, n_folds) the training objective at the end of each fit of
         the path (it never increases along the path). When ``K = 0`` was
         selected the ``alpha_channels`` losses are NaN and ``best_index``
-        points at the provisional value.
+        points at the provisional value. With ``sparsity`` chosen, the
+        entries of :func:`mics.model.sparsity_path.summarize` (the sizes
+        and ``alpha_channels`` are then chosen on the dense model, and
+        ``config.sparsity`` holds the chosen weight on return).
     """
     results = {}
     grid = penalty_grid(config.alpha, "alpha")
@@ -193,6 +204,11 @@ def select_with_penalties(config, total, folds, rng, data=None, channels=True):
             distance = np.abs(np.log(grid_c / _PROVISIONAL_CHANNELS))
         provisional = int(np.argmin(distance))
         config.alpha_channels = float(grid_c[provisional])
+    # sparsity="cv": the sizes and alpha_channels are chosen on the dense
+    # model, then the sparsity path runs at them (mics.model.sparsity_path)
+    grid_s = sparsity_grid(getattr(config, "sparsity", 0.0))
+    if grid_s is not None:
+        config.sparsity = 0.0
     rank, n_channels, selected = select_from_moments(config, total, folds, rng, data)
     results.update(selected)
     if grid_c is not None:
@@ -210,6 +226,13 @@ def select_with_penalties(config, total, folds, rng, data=None, channels=True):
             summary["alpha_channels_penalised_loss"] = nan
         results.update(summary)
         config.alpha_channels = float(grid_c[summary["alpha_channels_best_index"]])
+    if grid_s is not None:
+        if channels and n_channels > 0:
+            summary = sparsity_path(config, total, folds, data, rank, n_channels, grid_s)
+        else:
+            summary = no_path(grid_s, len(folds))
+        results.update(summary)
+        config.sparsity = float(grid_s[summary["sparsity_best_index"]])
     return rank, n_channels, results
 
 
@@ -319,22 +342,86 @@ def channel_penalty_path(config, total, folds, data, rank, n_channels, grid):
         non-increasing along a decreasing grid, since the optimum of a
         smaller penalty is below the previous fit's loss.
     """
+
+    def penalise(op, a):
+        return _penalties(op, config, a)
+
+    out = warm_path(config, total, folds, data, rank, n_channels, grid, penalise)
+    return out["fold_loss"], out["objective"]
+
+
+def warm_path(
+    config, total, folds, data, rank, n_channels, grid, penalise, record=None, stop=None
+):
+    """Held-out losses of one model along a warm-started path of penalty settings, per fold.
+
+    The shared engine of the ``alpha_channels`` path (:func:`channel_penalty_path`)
+    and the ``sparsity`` path (:mod:`mics.model.sparsity_path`). In every fold
+    the candidates are fitted in the order given, each by
+    :func:`mics.core.fit_mic_model` from the HOSVD start of the fold's
+    training moments and from the fold's fit at the previous candidate
+    (``warm_start``), the better after a few probe sweeps kept; neither start
+    has seen the held-out block. The folds run in parallel threads
+    (``config.n_jobs``), as the selection's.
+
+    Parameters
+    ----------
+    config : namespace
+        ``alpha``, ``max_iter``, ``tol``, ``solver_``, ``n_jobs``.
+    total, folds, data
+        As :func:`select_with_penalties`.
+    rank, n_channels : int
+    grid : ndarray of shape (n_grid,)
+        The candidates, in the order of the path.
+    penalise : callable
+        ``penalise(op, candidate)`` -> keyword arguments of
+        :func:`mics.core.fit_mic_model` (the absolute penalties on the fold's
+        operator).
+    record : callable, optional
+        ``record(fit)`` -> tuple of numbers kept for every fit (e.g. the
+        number of neurons with non-zero weight).
+    stop : callable, optional
+        ``stop(fit)`` -> bool: the fits at the later candidates of this fold
+        would be this one (a group penalty that emptied every channel keeps
+        them empty at every larger weight), so they are not run and this
+        fit's loss, objective and record are repeated.
+
+    Returns
+    -------
+    dict
+        ``fold_loss`` and ``objective`` of shape (n_grid, n_folds): the
+        held-out NSE and the penalised training loss at the end of each fit
+        (standard units); ``records`` of shape (n_grid, n_folds, n_record)
+        when ``record`` is given.
+    """
     from joblib import Parallel, delayed
 
     jobs = (
-        delayed(_fold_path)(config, total, fold, data, rank, n_channels, grid) for fold in folds
+        delayed(_fold_path)(
+            config, total, fold, data, rank, n_channels, grid, penalise, record, stop
+        )
+        for fold in folds
     )
     # Threads, as the selection's fold tasks: BLAS and LAPACK release the GIL.
     out = Parallel(n_jobs=config.n_jobs, prefer="threads")(jobs)
-    fold_loss = np.asarray([losses for losses, _ in out]).T
-    objective = np.asarray([obj for _, obj in out]).T
-    return fold_loss, objective
+    result = {
+        "fold_loss": np.asarray([losses for losses, _, _ in out], dtype=float).T,
+        "objective": np.asarray([obj for _, obj, _ in out], dtype=float).T,
+    }
+    if record is not None:
+        result["records"] = np.asarray([rec for _, _, rec in out], dtype=float).transpose(1, 0, 2)
+    return result
 
 
-def _fold_path(config, total, fold, data, rank, n_channels, grid):
+def _fold_path(config, total, fold, data, rank, n_channels, grid, penalise, record, stop):
     op, score = _fold_operator(config, total, fold, data)
-    previous, losses, objective = None, [], []
+    previous, losses, objective, records = None, [], [], []
     for a in grid:
+        if previous is not None and stop is not None and stop(previous):
+            losses.append(losses[-1])
+            objective.append(objective[-1])
+            records.append(records[-1])
+            continue
         with warnings.catch_warnings():
             # a capped fold fit moves its loss by less than the fold SEM (see
             # mics.model.selection); it is not warned about fold by fold
@@ -343,7 +430,7 @@ def _fold_path(config, total, fold, data, rank, n_channels, grid):
                 op,
                 rank,
                 n_channels,
-                **_penalties(op, config, a),
+                **penalise(op, a),
                 n_init=0,
                 max_iter=config.max_iter,
                 tol=max(config.tol, _CV_TOL),
@@ -352,8 +439,9 @@ def _fold_path(config, total, fold, data, rank, n_channels, grid):
             )
         losses.append(score(fit.coef, fit.modulator_coef, fit, fit.coef_basis))
         objective.append(float(fit.loss_history[-1]))
+        records.append(() if record is None else tuple(record(fit)))
         previous = fit
-    return losses, objective
+    return losses, objective, records
 
 
 def _penalties(op, config, alpha_channels):

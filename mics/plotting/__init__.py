@@ -21,7 +21,9 @@ The figures live in small modules by what they show:
 - :mod:`mics.plotting.power`: a power analysis's detection rates against
   the planted strength;
 - :mod:`mics.plotting.members`: which neurons carry each channel (sparse
-  fits, stability selection): loadings, the field of view, a bibiplot.
+  fits, stability selection): loadings, the field of view, a bibiplot;
+- :mod:`mics.plotting.sparsity`: the cross-validated sparsity path
+  (``MICs(sparsity="cv")``).
 """
 
 from mics.plotting import model as _model
@@ -31,6 +33,7 @@ from mics.plotting.lags import plot_lag_scan
 from mics.plotting.members import plot_member_biplot, plot_members, plot_members_fov
 from mics.plotting.model import *  # noqa: F403
 from mics.plotting.power import plot_power
+from mics.plotting.sparsity import plot_sparsity_path
 from mics.plotting.state import plot_channel_gain, plot_state_communication, state_angles
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "plot_members_fov",
     "plot_null_distribution",
     "plot_power",
+    "plot_sparsity_path",
     "plot_state_communication",
     "state_angles",
 ]

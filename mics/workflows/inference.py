@@ -768,6 +768,23 @@ def _boot_fit(fixed, problem, seed):
     return clone(fixed).set_params(random_state=seed).fit_problem(problem)
 
 
+def _chosen(model):
+    """The penalties the model chose by cross-validation, as fixed settings.
+
+    The bootstrap is conditional on the selected model: like the rank and the
+    number of channels, a penalty chosen on the folds ("cv" or a list of
+    candidates) is fixed at its chosen value, so each resample refits one
+    model instead of rerunning the path (a scalar setting stays as it is).
+    """
+    out = {}
+    for name in ("alpha", "alpha_channels", "sparsity"):
+        setting = getattr(model, name, None)
+        chosen = getattr(model, name + "_", None)
+        if chosen is not None and (isinstance(setting, str) or np.ndim(setting) > 0):
+            out[name] = float(chosen)
+    return out
+
+
 def bootstrap_channels(
     model,
     X,
@@ -844,7 +861,7 @@ def bootstrap_channels(
             block_length = max(1, int(round(np.sqrt(n))))
         block_length = check_count(block_length, "block_length", 1, n)
     fixed = clone(model).set_params(
-        rank=model.rank_, n_channels=model.n_channels_, verbose=0, n_jobs=1
+        rank=model.rank_, n_channels=model.n_channels_, verbose=0, n_jobs=1, **_chosen(model)
     )
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_boot)
     if groups is None:

@@ -20,17 +20,16 @@ the customary approximation, reported as ``*_expected_false``.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from mics.data.validation import check_count, check_fraction
+from mics.model.sparsity_path import SPARSITY_GRID as _MODEL_SPARSITY_GRID
 
 __all__ = ["stability_selection", "member_table", "choose_sparsity"]
 
 #: Default candidates of :func:`choose_sparsity` (relative weights, see
-#: :func:`mics.core.penalties`); 0 is the dense fit.
-SPARSITY_GRID = (16.0, 12.0, 8.0, 6.0, 4.0, 2.0, 0.0)
+#: :func:`mics.core.penalties`); 0 is the dense fit. The estimator's grid.
+SPARSITY_GRID = _MODEL_SPARSITY_GRID
 
 _ROLES = ("source", "target", "modulator")
 
@@ -100,7 +99,8 @@ def stability_selection(
 
     from mics.workflows.inference import bootstrap_channels
 
-    if not getattr(model, "sparsity", 0):
+    # the weight the fit used: as given, or chosen on the folds (sparsity="cv")
+    if not getattr(model, "sparsity_", getattr(model, "sparsity", 0)):
         raise ValueError(
             "stability_selection needs a sparse model (MICs(sparsity=...) with sparsity > 0): "
             "a dense fit gives every neuron a non-zero weight in every resample."
@@ -190,51 +190,35 @@ def member_table(result):
     return pd.DataFrame(rows, columns=columns)
 
 
-def _fold_losses(estimator, problem, grid, train, test):
-    """Held-out NSE of the sparse fits of one fold, one per candidate."""
-    from sklearn.base import clone
-
-    train_problem = problem.resampled(train)
-    Xt, Yt, Zt = problem.X[test], problem.Y[test], problem.Z[test]
-    losses = []
-    for s in grid:
-        model = clone(estimator).set_params(sparsity=s)
-        with warnings.catch_warnings():
-            # the path visits penalties large enough to empty a channel on
-            # purpose: its held-out loss says so, the fit's warning need not
-            warnings.filterwarnings("ignore", message=r"sparsity=.* set every neuron")
-            model.fit_problem(train_problem)
-        losses.append(1.0 - model.score(Xt, Yt, Zt))
-    return losses
-
-
 def choose_sparsity(estimator, X, Y, Z, *, grid=None, groups=None, n_jobs=None, verbose=0):
     """Cross-validate ``sparsity`` on the estimator's folds, one-SEM rule towards sparser fits.
 
-    Every candidate is fitted on every training fold (the folds of the
-    estimator's ``cv`` and ``gap``: contiguous blocks, whole trials with
-    ``groups``) with the estimator's fixed ``rank`` and ``n_channels`` and
+    A thin wrapper of ``MICs(sparsity=grid)`` for an estimator with fixed
+    sizes: one implementation (:mod:`mics.model.sparsity_path`) serves
+    both. Every candidate is fitted on every training fold (the folds of
+    the estimator's ``cv`` and ``gap``: contiguous blocks, whole trials with
+    ``groups``) along a warm-started path from the smallest weight to the
+    largest, with the estimator's fixed ``rank`` and ``n_channels``, and
     scored on the held-out block by the NSE of the selection. The chosen
-    value is the *largest* sparsity whose mean held-out loss is within one
-    standard error of the lowest (the one-SEM rule, sparser models counted
-    simpler), the standard error being that of the fold-wise *difference*
-    to the lowest candidate: the candidates differ far less than the folds
-    do, and the unpaired spread of the folds would rank every candidate
-    "within one SEM". Each sparse fit starts from its fold's dense fit, as every
-    sparse fit does (:func:`mics.core.fit_mic_model`).
+    value is the *largest* sparsity whose mean held-out loss is at most the
+    lowest mean plus its standard error over folds (the one-SEM rule of the
+    rank and channel counts, sparser models counted simpler; see
+    :mod:`mics.model.sparsity_path` for why not the minimum).
 
     Parameters
     ----------
     estimator : MICs
         Unfitted or fitted; ``rank`` and ``n_channels`` must be set (fit a
         dense model with selection first and pass ``rank_`` and
-        ``n_channels_``).
+        ``n_channels_``, or fit ``MICs(sparsity="cv")``, which selects them
+        and the sparsity on the same folds).
     X : array-like of shape (n_samples, n_source)
     Y : array-like of shape (n_samples, n_target)
     Z : array-like of shape (n_samples, n_modulators)
-        In memory (NumPy or DataArrays).
+        NumPy, DataArrays or chunked (Dask) arrays, as :meth:`mics.MICs.fit`.
     grid : sequence of float, optional
-        Candidates; default :data:`SPARSITY_GRID` (16 to 0).
+        Candidates; default :data:`mics.model.sparsity_path.SPARSITY_GRID`
+        (0 to 32).
     groups : array-like of shape (n_samples,), optional
         Trial ids (folds of whole trials).
     n_jobs, verbose
@@ -244,56 +228,47 @@ def choose_sparsity(estimator, X, Y, Z, *, grid=None, groups=None, n_jobs=None, 
     -------
     dict
         ``sparsity`` (candidates, largest first), ``fold_loss`` (n_candidates,
-        n_folds), ``mean_loss``, ``sem_loss`` (paired, against the lowest),
-        ``best_index`` (one-SEM) and ``sparsity_`` (the chosen value).
+        n_folds), ``mean_loss``, ``sem_loss`` (over folds), ``best_index``
+        (one-SEM), ``sparsity_`` (the chosen value), ``n_source``,
+        ``n_target``, ``n_modulator`` (neurons with a non-zero weight in the
+        fold fits, mean over folds) and ``model``: the estimator fitted at the
+        chosen value on all samples (its ``cv_results_`` holds the path in
+        increasing order).
 
     Notes
     -----
-    Held-out prediction rewards smaller weights than membership does (the
-    lasso's prediction-optimal weight keeps extra neurons: Meinshausen &
-    Buhlmann 2006). On simulated planted members (T = 1500, p = 80,
-    q = 50, 8 source members) it chose 2, keeping every member with 7 to
-    16 extra neurons, where ``sparsity=8`` kept the members only. Read the
-    members from :func:`stability_selection` rather than from the fit at
-    the cross-validated weight.
+    Held-out prediction alone (the minimum of the path) keeps weakly weighted
+    extra neurons (Meinshausen & Buhlmann 2006); the one-SEM rule removes
+    them where the members carry the channel clearly, but read how sure
+    each membership is from :func:`stability_selection`.
     """
-    from mics.data.problem import make_problem
+    from sklearn.base import clone
+
+    from mics.data.validation import check_sparsity
 
     if estimator.rank is None or estimator.n_channels is None:
         raise ValueError(
             "choose_sparsity needs fixed rank and n_channels (e.g. those a dense "
-            "selection chose: MICs(rank=m.rank_, n_channels=m.n_channels_))."
+            "selection chose: MICs(rank=m.rank_, n_channels=m.n_channels_)), or fit "
+            "MICs(sparsity='cv'), which selects them too."
         )
     grid = SPARSITY_GRID if grid is None else grid
     grid = np.asarray(sorted((float(g) for g in grid), reverse=True))
     if grid.size == 0 or np.any(~np.isfinite(grid)) or np.any(grid < 0):
         raise ValueError(f"grid must hold non-negative finite numbers, got {grid!r}.")
-    problem = make_problem(X, Y, Z, groups=groups).unlabelled()
-    if not problem.in_memory:
-        raise ValueError("choose_sparsity needs the data in memory (NumPy or DataArrays).")
-    from joblib import Parallel, delayed
-    from sklearn.base import clone
-
-    template = clone(estimator).set_params(verbose=0, n_jobs=1)
-    splits = problem.splits(estimator.cv, estimator.gap)
-    out = Parallel(n_jobs=n_jobs, prefer="threads", verbose=verbose)(
-        delayed(_fold_losses)(template, problem, grid, train, test) for train, test in splits
-    )
-    fold_loss = np.asarray(out, dtype=float).T  # (n_candidates, n_folds)
-    mean = fold_loss.mean(axis=1)
-    lowest = int(np.argmin(mean))
-    # Paired over folds: the candidates differ far less than the folds do
-    # (the fold-to-fold spread of the loss itself would make every
-    # candidate "within one SEM" and pick the largest weight).
-    diff = fold_loss - fold_loss[lowest]
-    n_folds = fold_loss.shape[1]
-    sem = diff.std(axis=1, ddof=1) / np.sqrt(n_folds) if n_folds > 1 else np.zeros(grid.size)
-    best = int(np.flatnonzero(mean - mean[lowest] <= sem)[0])
+    check_sparsity(tuple(grid), estimator.sparse_on, choose=True)
+    model = clone(estimator).set_params(sparsity=tuple(grid), n_jobs=n_jobs, verbose=verbose)
+    model.fit(X, Y, Z, groups=groups)
+    res = model.cv_results_
+    # cv_results_ runs from the densest fit; this function's table from the sparsest
+    order = np.searchsorted(res["sparsity"], grid)
     return {
         "sparsity": grid,
-        "fold_loss": fold_loss,
-        "mean_loss": mean,
-        "sem_loss": sem,
-        "best_index": best,
-        "sparsity_": float(grid[best]),
+        "fold_loss": res["sparsity_fold_loss"][order],
+        "mean_loss": res["sparsity_mean_loss"][order],
+        "sem_loss": res["sparsity_sem_loss"][order],
+        "best_index": int(np.flatnonzero(grid == model.sparsity_)[0]),
+        "sparsity_": float(model.sparsity_),
+        **{f"n_{role}": res[f"sparsity_n_{role}"][order] for role in _ROLES},
+        "model": model,
     }
