@@ -8,6 +8,8 @@ numba and threadpoolctl: no labels, no Dask, no estimators.
 - :mod:`mics.core.als`: the MIC fit by alternating least squares, on moments
   (:class:`MomentOperator`) or on data (:class:`DataOperator`);
 - :mod:`mics.core.rrr`: the reduced-rank regression path;
+- :mod:`mics.core.sparse_rrr`: sparse reduced-rank regression (neurons selected
+  by a group lasso, Kobak et al. 2021);
 - :mod:`mics.core.heldout`: held-out losses and the one-SEM rule;
 - :mod:`mics.core.scales`: the input scales that make every fit unit-free;
 - :mod:`mics.core.grams`, :mod:`mics.core.linalg`, :mod:`mics.core.kernels`:
@@ -33,6 +35,7 @@ from mics.core.heldout import (
 from mics.core.linalg import solve_psd
 from mics.core.rrr import fit_reduced_rank, reduced_rank_path, ridge_lambda_grid
 from mics.core.scales import InputScales, restore_fit
+from mics.core.sparse_rrr import SparseRRRFit, fit_sparse_rrr, sparse_rrr_penalty
 from mics.core.stats import (
     CenteredMoments,
     RawLinearMoments,
@@ -50,6 +53,7 @@ __all__ = [
     "MomentOperator",
     "RawLinearMoments",
     "RawMoments",
+    "SparseRRRFit",
     "canonical_channels",
     "compute_moments",
     "cp_tensor",
@@ -57,6 +61,7 @@ __all__ = [
     "fit_baseline_path",
     "fit_mic_model",
     "fit_reduced_rank",
+    "fit_sparse_rrr",
     "heldout_loss",
     "linear_moments",
     "moment_nbytes",
@@ -67,4 +72,5 @@ __all__ = [
     "restore_fit",
     "ridge_lambda_grid",
     "solve_psd",
+    "sparse_rrr_penalty",
 ]
