@@ -39,6 +39,8 @@ FIGURES = {
     "semedo_v1_v2": 2,
     "park_behaviour": 1,
     "suite2p_to_fit": 1,
+    "power": 1,
+    "members": 2,
 }
 REAL_DATA = ["semedo2019/sample_data.mat", "park2024", "suite2p_pynapple/F.npy"]
 # Tutorials that read a recording (tests/test_tutorials.py lists their files).

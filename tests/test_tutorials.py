@@ -45,6 +45,7 @@ NEEDS = {
         for s in ("230809_mrcuts28_fov4", "230810_mrcuts29_fov2", "230814_mrcuts30_fov1")
     ],
     "semedo_study.md": ["semedo2019/sample_data.mat"],
+    "members.md": ["semedo2019/sample_data.mat"],
     "suite2p_to_fit.md": ["suite2p_pynapple/F.npy"],
     "dask_scaling.md": [],
 }
