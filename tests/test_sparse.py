@@ -382,3 +382,48 @@ def test_choose_sparsity_one_sem_towards_sparser(planted):
     assert res["mean_loss"][best] - res["mean_loss"][lowest] <= res["sem_loss"][best]
     with pytest.raises(ValueError, match="fixed rank"):
         choose_sparsity(mics.MICs(), X, Y, Z)
+
+
+def test_half_subsamples_are_half_of_the_units_without_replacement():
+    # Meinshausen & Buhlmann's bound holds for subsamples of half the data,
+    # drawn without replacement: whole trials (or blocks), kept in time order
+    from mics.data.folds import trial_subsample_indices
+    from mics.workflows.inference import _half_block_indices
+
+    rng = np.random.RandomState(0)
+    codes = np.repeat(np.arange(9), [3, 4, 5, 3, 4, 5, 3, 4, 5])
+    for _ in range(20):
+        idx, new = trial_subsample_indices(codes, rng)
+        kept = np.unique(codes[idx])
+        assert kept.size == 4  # 9 // 2 distinct trials
+        assert np.all(np.diff(idx) > 0)  # no duplicate, time order
+        for t in kept:  # whole trials
+            assert np.sum(codes[idx] == t) == np.sum(codes == t)
+        np.testing.assert_array_equal(np.unique(new), np.arange(4))
+    for _ in range(20):
+        idx = _half_block_indices(100, 10, rng)
+        assert idx.size == 50 and np.all(np.diff(idx) > 0)
+        assert len(np.unique(idx // 10)) == 5
+    with pytest.raises(ValueError, match="two trials"):
+        trial_subsample_indices(np.zeros(5, dtype=int), rng)
+
+
+def test_stability_selection_uses_half_samples_and_refuses_empty_channels():
+    X, Y, Z, truth = _planted(7, n_samples=1200, p=40, q=30)
+    model = mics.MICs(rank=2, n_channels=1, sparsity=SPARSITY, verbose=0, random_state=0)
+    model.fit(X, Y, Z)
+    half = mics.stability_selection(model, X, Y, Z, n_boot=6, random_state=0)
+    boot = mics.stability_selection(model, X, Y, Z, n_boot=6, scheme="bootstrap", random_state=0)
+    assert half.attrs["resampling"] == "block-half" and boot.attrs["resampling"] == "block"
+    # half samples carry half the evidence: they select no more neurons than the
+    # full-length bootstrap draws on this planted channel
+    assert float(half["source_mean_selected"][0]) <= float(boot["source_mean_selected"][0]) + 1
+    members = np.asarray(half["source_members"])[:, 0]
+    precision, recall = _precision_recall(members, truth.source_members_[:, 0])
+    assert precision >= 0.75 and recall >= 0.75, (precision, recall)
+    empty = mics.MICs(rank=2, n_channels=1, sparsity=1e4, verbose=0, random_state=0)
+    with pytest.warns(UserWarning):
+        empty.fit(X, Y, Z)
+    assert not np.any(empty.channel_weights_)
+    with pytest.raises(ValueError, match="empty"):
+        mics.stability_selection(empty, X, Y, Z, n_boot=2)

@@ -6,7 +6,8 @@ procedure that cuts or reorders time must then keep trials whole:
 - cross-validation folds are contiguous blocks of whole trials
   (:class:`TrialBlockedKFold`, built by :func:`cv_splits`);
 - the bootstrap draws whole trials with replacement
-  (:func:`trial_bootstrap_indices`);
+  (:func:`trial_bootstrap_indices`), stability selection half of them
+  without (:func:`trial_subsample_indices`);
 - the trial-level null permutes the modulator's trials among trials of the
   same condition, each trial's time course kept
   (:func:`trial_permutation_indices`);
@@ -33,6 +34,7 @@ __all__ = [
     "groups_from_labels",
     "shift_within_trials",
     "trial_bootstrap_indices",
+    "trial_subsample_indices",
     "trial_coordinate",
     "trial_permutation_indices",
 ]
@@ -310,6 +312,36 @@ def shift_within_trials(x: np.ndarray, lag: int, codes: np.ndarray | None) -> np
         ok[ok] &= codes[src[ok]] == codes[ok]
     out[ok] = x[src[ok]]
     return out
+
+
+def trial_subsample_indices(codes: np.ndarray, rng: np.random.RandomState):
+    """Sample indices of half the trials, drawn without replacement, in time order.
+
+    The subsamples of stability selection (Meinshausen & Buhlmann 2010):
+    their bound on false selections holds for subsamples of half the data
+    without replacement, not for bootstrap draws (whose duplicated trials
+    make every refit select more).
+
+    Parameters
+    ----------
+    codes : ndarray of shape (n_samples,)
+        Trial codes (:func:`check_groups`).
+    rng : RandomState
+
+    Returns
+    -------
+    idx : ndarray of int
+        Concatenated samples of ``n_trials // 2`` distinct trials.
+    new_codes : ndarray of int, same length
+        The kept trials numbered 0, 1, ...
+    """
+    starts, lengths = _trial_bounds(codes)
+    if starts.size < 2:
+        raise ValueError("half-sample resampling needs at least two trials.")
+    picks = np.sort(rng.choice(starts.size, size=starts.size // 2, replace=False))
+    idx = np.concatenate([np.arange(starts[i], starts[i] + lengths[i]) for i in picks])
+    new_codes = np.repeat(np.arange(picks.size), lengths[picks])
+    return idx, new_codes
 
 
 def trial_bootstrap_indices(codes: np.ndarray, rng: np.random.RandomState):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_ROLE_INDEX = {"source": 0, "target": 1, "modulator": 2}
+ROLE_INDEX = {"source": 0, "target": 1, "modulator": 2}
 _ATTRIBUTE = {
     "source": "source_patterns_",
     "target": "target_patterns_",
@@ -32,8 +32,8 @@ def fitted_names(model, role):
         fitted on, in the fitted order.
     """
     labels = getattr(model, "_labels", None)
-    if labels is not None and labels[_ROLE_INDEX[role]] is not None:
-        return [str(v) for v in labels[_ROLE_INDEX[role]].features]
+    if labels is not None and labels[ROLE_INDEX[role]] is not None:
+        return [str(v) for v in labels[ROLE_INDEX[role]].features]
     value = getattr(model, _ATTRIBUTE[role], None)
     if value is not None and hasattr(value, "dims") and value.dims[0] in value.coords:
         return [str(v) for v in np.asarray(value[value.dims[0]].values)]

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from mics.plotting._names import _ROLE_INDEX, names_or_default
+from mics.plotting._names import ROLE_INDEX, names_or_default
 from mics.plotting.model import load_pyplot, require_fitted
 
 __all__ = ["plot_member_biplot", "plot_members", "plot_members_fov"]
@@ -118,9 +118,7 @@ _ROLE_MARKERS = {"source": "o", "target": "^", "modulator": "s"}
 def _role_coords(model, role):
     """Per-neuron coordinates (name -> values) the model kept for one role, and attrs."""
     labels = getattr(model, "_labels", None)
-    info = (
-        None if labels is None or len(labels) <= _ROLE_INDEX[role] else labels[_ROLE_INDEX[role]]
-    )
+    info = None if labels is None or len(labels) <= ROLE_INDEX[role] else labels[ROLE_INDEX[role]]
     if info is not None:
         return dict(info.feature_coords), dict(info.attrs)
     pattern = getattr(model, f"{role}_patterns_", None)

@@ -21,7 +21,11 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 from tqdm import tqdm
 
-from mics.data.folds import trial_bootstrap_indices, trial_permutation_indices
+from mics.data.folds import (
+    trial_bootstrap_indices,
+    trial_permutation_indices,
+    trial_subsample_indices,
+)
 from mics.data.problem import make_problem
 from mics.data.validation import check_count, check_fraction
 from mics.model.decomposition import decompose
@@ -749,6 +753,15 @@ def _block_indices(n, block_length, rng):
     return np.concatenate([np.arange(s, s + block_length) for s in starts])[:n]
 
 
+def _half_block_indices(n, block_length, rng):
+    """Half of the contiguous blocks (the last one shorter), without replacement, in order."""
+    blocks = np.array_split(np.arange(n), int(np.ceil(n / block_length)))
+    if len(blocks) < 2:
+        raise ValueError("half-sample resampling needs two blocks or more: shorten block_length.")
+    picks = np.sort(rng.choice(len(blocks), size=len(blocks) // 2, replace=False))
+    return np.concatenate([blocks[i] for i in picks])
+
+
 def _align(reference, model):
     """Permutation and signs matching a bootstrap fit's channels to the reference."""
     # np.asarray: a reference fitted on labelled inputs has DataArray patterns.
@@ -798,6 +811,7 @@ def bootstrap_channels(
     n_jobs=None,
     verbose=1,
     random_state=None,
+    scheme="bootstrap",
 ):
     """Block-bootstrap confidence intervals for the channels of a fitted model.
 
@@ -823,6 +837,12 @@ def bootstrap_channels(
     confidence : float
     n_jobs, verbose, random_state
         As in :func:`test_modulation`.
+    scheme : {"bootstrap", "half"}, default="bootstrap"
+        ``"bootstrap"``: as many blocks (trials) as the data, drawn with
+        replacement. ``"half"``: half of them, without replacement, in time
+        order: the subsamples of stability selection
+        (:func:`mics.stability_selection`), not for intervals (a half
+        sample's spread is that of half the data).
 
     Returns
     -------
@@ -864,11 +884,16 @@ def bootstrap_channels(
         rank=model.rank_, n_channels=model.n_channels_, verbose=0, n_jobs=1, **_chosen(model)
     )
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_boot)
+    if scheme not in ("bootstrap", "half"):
+        raise ValueError(f"scheme must be 'bootstrap' or 'half', got {scheme!r}.")
+    half = scheme == "half"
     if groups is None:
-        draws_idx = [(_block_indices(n, block_length, rng), None) for _ in range(n_boot)]
+        draw = _half_block_indices if half else _block_indices
+        draws_idx = [(draw(n, block_length, rng), None) for _ in range(n_boot)]
     else:
         block_length = None
-        draws_idx = [trial_bootstrap_indices(groups, rng) for _ in range(n_boot)]
+        draw = trial_subsample_indices if half else trial_bootstrap_indices
+        draws_idx = [draw(groups, rng) for _ in range(n_boot)]
     variants = ((problem.resampled(i, g), s) for (i, g), s in zip(draws_idx, seeds, strict=True))
     fits = list(
         problem.map(
@@ -887,8 +912,11 @@ def bootstrap_channels(
         a = f.source_patterns_[:, order]
         b = f.target_patterns_[:, order]
         c = f.modulator_patterns_[:, order]
+        # sign 0 (an empty channel of either fit) keeps the refit's own sign:
+        # a zero factor would erase the refit's pattern
         sa = np.sign(np.sum(a * np.asarray(model.source_patterns_), axis=0))
         sb = np.sign(np.sum(b * np.asarray(model.target_patterns_), axis=0))
+        sa[sa == 0], sb[sb == 0] = 1.0, 1.0
         draws["w"].append(f.channel_weights_[order])
         draws["a"].append(a * sa)
         draws["b"].append(b * sb)
@@ -920,6 +948,6 @@ def bootstrap_channels(
         confidence=confidence,
         n_boot=n_boot,
         block_length=-1 if block_length is None else block_length,
-        resampling="block" if groups is None else "trial",
+        resampling=("block" if groups is None else "trial") + ("-half" if half else ""),
     )
     return out

@@ -26,7 +26,7 @@ Usage::
 Results: ``results/sparse_members/runs.csv`` (one row per data set, role and
 method) and ``results/sparse_members/summary.md`` (means over seeds);
 ``--stability`` writes ``results/sparse_members/stability.md``: stability
-selection (50 block resamples, threshold 0.6) on one data set at T = 2000,
+selection (50 subsamples of half the blocks, threshold 0.6) on one data set at T = 2000,
 SNR 0.25, m = 1, with the Meinshausen-Buhlmann bound.
 """
 
@@ -125,8 +125,8 @@ def run_stability(sparsity, seed=11, n_boot=50, threshold=0.6):
         "# Stability selection of planted members",
         "",
         f"`python studies/validation/sparse_members.py --stability --sparsity {sparsity}`: "
-        f"T = 2000, p = 150, q = 100, m = 1, SNR 0.25, seed {seed}; {n_boot} block "
-        f"resamples, threshold {threshold}.",
+        f"T = 2000, p = 150, q = 100, m = 1, SNR 0.25, seed {seed}; {n_boot} subsamples "
+        f"of half the blocks (without replacement), threshold {threshold}.",
         "",
         "| role | true members | selected | true positives | min member freq. "
         "| max non-member freq. | q_hat | E[V] bound |",
