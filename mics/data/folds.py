@@ -339,9 +339,13 @@ def trial_subsample_indices(codes: np.ndarray, rng: np.random.RandomState):
     if starts.size < 2:
         raise ValueError("half-sample resampling needs at least two trials.")
     picks = np.sort(rng.choice(starts.size, size=starts.size // 2, replace=False))
+    return _trial_samples(starts, lengths, picks)
+
+
+def _trial_samples(starts, lengths, picks):
+    """Samples of the picked trials, concatenated, each pick a new trial id."""
     idx = np.concatenate([np.arange(starts[i], starts[i] + lengths[i]) for i in picks])
-    new_codes = np.repeat(np.arange(picks.size), lengths[picks])
-    return idx, new_codes
+    return idx, np.repeat(np.arange(picks.size), lengths[picks])
 
 
 def trial_bootstrap_indices(codes: np.ndarray, rng: np.random.RandomState):
@@ -362,9 +366,7 @@ def trial_bootstrap_indices(codes: np.ndarray, rng: np.random.RandomState):
     """
     starts, lengths = _trial_bounds(codes)
     picks = rng.randint(0, starts.size, size=starts.size)
-    idx = np.concatenate([np.arange(starts[i], starts[i] + lengths[i]) for i in picks])
-    new_codes = np.repeat(np.arange(picks.size), lengths[picks])
-    return idx, new_codes
+    return _trial_samples(starts, lengths, picks)
 
 
 def _condition_per_trial(codes: np.ndarray, conditions: Any) -> np.ndarray:
