@@ -158,9 +158,8 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         drawn by :func:`mics.plotting.plot_sparsity_path`. It costs one
         sparse fit per candidate and fold; with ``K = 0`` it is not run. See
         ``docs/guide/members.md``, and :func:`mics.stability_selection` for
-        how sure each membership is (fix the chosen value first,
-        ``model.set_params(sparsity=model.sparsity_)``, or every resample
-        chooses it again).
+        how sure each membership is (its resamples, like those of
+        :func:`mics.bootstrap_channels`, refit at ``sparsity_``).
     sparse_on : str or sequence of str, default="all"
         Which patterns get the group lasso: "all" (source, target and
         modulator; the modulator only when it has more than one column), or
