@@ -323,7 +323,7 @@ def test_cv_tolerance_keeps_the_channel_curve(monkeypatch, K):
     from mics.core import als as modulation
     from mics.model import selection
 
-    calls, cv_tol = [], selection._CV_TOL
+    calls, cv_tol = [], selection.CV_TOL
     fit_mic_model_ = modulation.fit_mic_model
 
     def recording_fit(*args, **kw):
@@ -342,7 +342,7 @@ def test_cv_tolerance_keeps_the_channel_curve(monkeypatch, K):
         warnings.simplefilter("ignore")
         loose = mics.MICs(**est.get_params()).fit(X, Y, Z)
         loose_calls, calls[:] = list(calls), []
-        monkeypatch.setattr(selection, "_CV_TOL", 0.0)
+        monkeypatch.setattr(selection, "CV_TOL", 0.0)
         tight = mics.MICs(**est.get_params()).fit(X, Y, Z)
     # every fold fit (5 folds x K = 0..3) ran at the CV tolerance, and it saved sweeps
     assert len(loose_calls) == len(calls) == 20

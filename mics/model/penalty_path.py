@@ -25,7 +25,7 @@ Order (hierarchical, as the rank and channel selection):
    the warm start makes each one a few sweeps from a nearby optimum.
 4. ``sparsity`` (``MICs(sparsity="cv")``), last, at the selected rank,
    ``K`` and ``alpha_channels``: the same warm-started fold path
-   (:func:`warm_path`) over group-lasso weights, from the dense fit to the
+   (:func:`mics.model.warm_path.warm_path`) over group-lasso weights, from the dense fit to the
    sparsest, with its own rule (:mod:`mics.model.sparsity_path`). The
    stages before it run on the dense model.
 
@@ -43,22 +43,17 @@ applied afterwards.
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from mics.core.als import (
-    DataOperator,
-    MomentOperator,
     baseline_path,
-    fit_mic_model,
     penalties,
 )
-from mics.core.heldout import data_heldout_loss, heldout_loss
 from mics.core.linalg import single_blas_thread
 from mics.model.selection import select_from_moments
 from mics.model.sparsity_path import chooses_sparsity, no_path, sparsity_grid, sparsity_path
+from mics.model.warm_path import fold_operator, warm_path
 
 __all__ = [
     "ALPHA_CHANNELS_GRID",
@@ -69,7 +64,6 @@ __all__ = [
     "chooses_penalties",
     "penalty_grid",
     "select_with_penalties",
-    "warm_path",
 ]
 
 # Candidate relative penalties for "cv", largest first (the path's order):
@@ -85,10 +79,6 @@ ALPHA_GRID = tuple(0.05 * 2.0**k for k in range(4, -4, -1))  # 0.8 ... 0.00625
 ALPHA_CHANNELS_GRID = tuple(0.25 * 2.0**k for k in range(2, -6, -1))  # 1 ... 0.0078125
 # Provisional alpha_channels while the channel count is selected: the default.
 _PROVISIONAL_CHANNELS = 0.25
-# Fold fits as in the selection's (mics.model.selection): the estimator's
-# tolerance or 1e-6 if looser, no random restarts (the warm start and the
-# HOSVD start come from the training block only).
-_CV_TOL = 1e-6
 
 
 def penalty_grid(value, name="alpha"):
@@ -252,28 +242,6 @@ def _summary(name, grid, fold_loss):
     }
 
 
-def _fold_operator(config, total, fold, data):
-    """A fold's training operator (its moments centred) and the held-out scorer."""
-    train, test, test_m, excl_m = fold
-    cm = (total - excl_m).centered()
-    if config.solver_ == "moments":
-        op = MomentOperator(cm)
-
-        def score(B, D, fit, basis=None):
-            return heldout_loss(test_m, cm, B, D, fit, basis)
-
-    else:
-        op = DataOperator(cm, *data, rows=train)
-
-        def score(B, D, fit, basis=None):
-            return data_heldout_loss(data, test, cm, B, D, fit)
-
-    # Populations fitted in reduced coordinates keep the full problem's
-    # penalties and draws, as the selection's fold operators do.
-    op.embedding = getattr(config, "embedding_", None)
-    return op, score
-
-
 def baseline_penalty_path(config, total, folds, data, grid):
     """Held-out loss of the channel-free model for each baseline penalty.
 
@@ -304,7 +272,7 @@ def baseline_penalty_path(config, total, folds, data, grid):
     # (n_grid, n_ranks, n_folds): the baseline path gives every rank at once
     loss = np.empty((len(grid), len(ranks), len(folds)))
     for f, fold in enumerate(folds):
-        op, score = _fold_operator(config, total, fold, data)
+        op, score = fold_operator(config, total, fold, data)
         for i, a in enumerate(grid):
             alpha_B = penalties(op, a, 0.0)["alpha_B"]
             for j, (B, D, _, V) in enumerate(baseline_path(op, ranks, alpha_B)):
@@ -348,100 +316,6 @@ def channel_penalty_path(config, total, folds, data, rank, n_channels, grid):
 
     out = warm_path(config, total, folds, data, rank, n_channels, grid, penalise)
     return out["fold_loss"], out["objective"]
-
-
-def warm_path(
-    config, total, folds, data, rank, n_channels, grid, penalise, record=None, stop=None
-):
-    """Held-out losses of one model along a warm-started path of penalty settings, per fold.
-
-    The shared engine of the ``alpha_channels`` path (:func:`channel_penalty_path`)
-    and the ``sparsity`` path (:mod:`mics.model.sparsity_path`). In every fold
-    the candidates are fitted in the order given, each by
-    :func:`mics.core.fit_mic_model` from the HOSVD start of the fold's
-    training moments and from the fold's fit at the previous candidate
-    (``warm_start``), the better after a few probe sweeps kept; neither start
-    has seen the held-out block. The folds run in parallel threads
-    (``config.n_jobs``), as the selection's.
-
-    Parameters
-    ----------
-    config : namespace
-        ``alpha``, ``max_iter``, ``tol``, ``solver_``, ``n_jobs``.
-    total, folds, data
-        As :func:`select_with_penalties`.
-    rank, n_channels : int
-    grid : ndarray of shape (n_grid,)
-        The candidates, in the order of the path.
-    penalise : callable
-        ``penalise(op, candidate)`` -> keyword arguments of
-        :func:`mics.core.fit_mic_model` (the absolute penalties on the fold's
-        operator).
-    record : callable, optional
-        ``record(fit)`` -> tuple of numbers kept for every fit (e.g. the
-        number of neurons with non-zero weight).
-    stop : callable, optional
-        ``stop(fit)`` -> bool: the fits at the later candidates of this fold
-        would be this one (a group penalty that emptied every channel keeps
-        them empty at every larger weight), so they are not run and this
-        fit's loss, objective and record are repeated.
-
-    Returns
-    -------
-    dict
-        ``fold_loss`` and ``objective`` of shape (n_grid, n_folds): the
-        held-out NSE and the penalised training loss at the end of each fit
-        (standard units); ``records`` of shape (n_grid, n_folds, n_record)
-        when ``record`` is given.
-    """
-    from joblib import Parallel, delayed
-
-    jobs = (
-        delayed(_fold_path)(
-            config, total, fold, data, rank, n_channels, grid, penalise, record, stop
-        )
-        for fold in folds
-    )
-    # Threads, as the selection's fold tasks: BLAS and LAPACK release the GIL.
-    out = Parallel(n_jobs=config.n_jobs, prefer="threads")(jobs)
-    result = {
-        "fold_loss": np.asarray([losses for losses, _, _ in out], dtype=float).T,
-        "objective": np.asarray([obj for _, obj, _ in out], dtype=float).T,
-    }
-    if record is not None:
-        result["records"] = np.asarray([rec for _, _, rec in out], dtype=float).transpose(1, 0, 2)
-    return result
-
-
-def _fold_path(config, total, fold, data, rank, n_channels, grid, penalise, record, stop):
-    op, score = _fold_operator(config, total, fold, data)
-    previous, losses, objective, records = None, [], [], []
-    for a in grid:
-        if previous is not None and stop is not None and stop(previous):
-            losses.append(losses[-1])
-            objective.append(objective[-1])
-            records.append(records[-1])
-            continue
-        with warnings.catch_warnings():
-            # a capped fold fit moves its loss by less than the fold SEM (see
-            # mics.model.selection); it is not warned about fold by fold
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            fit = fit_mic_model(
-                op,
-                rank,
-                n_channels,
-                **penalise(op, a),
-                n_init=0,
-                max_iter=config.max_iter,
-                tol=max(config.tol, _CV_TOL),
-                random_state=0,  # unused without restarts: the path draws nothing
-                warm_start=previous,
-            )
-        losses.append(score(fit.coef, fit.modulator_coef, fit, fit.coef_basis))
-        objective.append(float(fit.loss_history[-1]))
-        records.append(() if record is None else tuple(record(fit)))
-        previous = fit
-    return losses, objective, records
 
 
 def _penalties(op, config, alpha_channels):

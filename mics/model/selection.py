@@ -44,7 +44,7 @@ __all__ = [
 # point moves the test statistic by a fraction of its null spread (against
 # 1e-7 on 50 null data sets, per-data-set p-values kept a rank correlation
 # of 0.96 at 1e-6, 0.76 at 1e-5, and the same false-positive rate).
-_CV_TOL = 1e-6
+CV_TOL = 1e-6
 # Random restarts of each fold fit (the HOSVD and K - 1 starts always run).
 _CV_N_INIT = 0
 
@@ -272,7 +272,7 @@ def _channel_path(estimator, op, rank, candidates, pen, seed, previous=None):
                 **pen,
                 n_init=min(estimator.n_init, _CV_N_INIT),
                 max_iter=estimator.max_iter,
-                tol=max(estimator.tol, _CV_TOL),
+                tol=max(estimator.tol, CV_TOL),
                 random_state=seed,
                 warm_start=previous,
             )

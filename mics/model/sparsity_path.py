@@ -19,7 +19,7 @@ Order (after the penalties of :mod:`mics.model.penalty_path`):
    fold fits the candidates from the smallest weight (0, the dense fit) to
    the largest, each warm-started from the fold's fit at the previous
    candidate as the ``alpha_channels`` path is
-   (:func:`mics.model.penalty_path.warm_path`); the group-lasso sweeps of
+   (:func:`mics.model.warm_path.warm_path`); the group-lasso sweeps of
    each fit start from the fold's dense solution, as every sparse fit does
    (:func:`mics.core.fit_mic_model`), so each fold fit follows the final
    fit's procedure at that weight (without its random restarts). A weight
@@ -58,6 +58,7 @@ from mics.core.als import penalties
 from mics.core.heldout import one_sem_rule
 from mics.core.linalg import single_blas_thread
 from mics.core.sparse import sparse_factors
+from mics.model.warm_path import warm_path
 
 __all__ = [
     "SPARSITY_GRID",
@@ -237,8 +238,6 @@ def sparsity_path(config, total, folds, data, rank, n_channels, grid):
     dict
         As :func:`summarize`.
     """
-    from mics.model.penalty_path import warm_path  # imports this module's caller
-
     on = sparse_factors(getattr(config, "sparse_on", "all"))
 
     def penalise(op, s):

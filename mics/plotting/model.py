@@ -61,6 +61,27 @@ def require_fitted(model, *names):
         )
 
 
+def cv_curve(ax, x, y, sem, chosen, label, chosen_label):
+    """A cross-validation curve: mean +- SEM band and bars, the chosen candidate starred.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    x, y, sem : ndarray of shape (n_candidates,)
+        Positions, mean score or loss over folds, and its SEM.
+    chosen : int
+        Index of the chosen candidate (a star and a dashed vertical line).
+    label, chosen_label : str
+        Legend entries of the curve and of the star.
+    """
+    ax.fill_between(x, y - sem, y + sem, color="C0", alpha=0.2, linewidth=0)
+    ax.errorbar(x, y, yerr=sem, fmt="none", ecolor="C0", capsize=3)
+    ax.plot(x, y, color="C0", marker="o", label=label)
+    ax.plot([x[chosen]], [y[chosen]], marker="*", markersize=15, color="C3", linestyle="none",
+            label=chosen_label)  # fmt: skip
+    ax.axvline(x[chosen], color="C3", linestyle="--", linewidth=1)
+
+
 def new_axes(ax):
     if ax is None:
         _, ax = load_pyplot().subplots()
@@ -211,19 +232,7 @@ def plot_cv_curves(model, axes=None):
         perf = 1.0 - mean_loss.astype(float)
         sem = sem_loss.astype(float)
         best = int(best)
-        ax.fill_between(x, perf - sem, perf + sem, color="C0", alpha=0.2, linewidth=0)
-        ax.errorbar(x, perf, yerr=sem, fmt="none", ecolor="C0", capsize=3)
-        ax.plot(x, perf, color="C0", marker="o", label="CV performance")
-        ax.plot(
-            [x[best]],
-            [perf[best]],
-            marker="*",
-            markersize=15,
-            color="C3",
-            linestyle="none",
-            label=f"selected: {candidates[best]}",
-        )
-        ax.axvline(x[best], color="C3", linestyle="--", linewidth=1)
+        cv_curve(ax, x, perf, sem, best, "CV performance", f"selected: {candidates[best]}")
         # The one-SEM rule picks the simplest candidate above this line.
         top = int(np.nanargmax(perf))
         threshold = perf[top] - (sem[top] if np.isfinite(sem[top]) else 0.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mics.plotting.model import new_axes
+from mics.plotting.model import cv_curve, new_axes
 
 __all__ = ["plot_sparsity_path"]
 
@@ -63,9 +63,7 @@ def plot_sparsity_path(model, ax=None, roles=None):
     lowest = int(results.get("sparsity_lowest_index", np.nanargmin(mean)))
     x = np.arange(grid.size, dtype=float)  # even spacing: the grid holds 0 and spans decades
     ax = new_axes(ax)
-    ax.fill_between(x, mean - sem, mean + sem, color="C0", alpha=0.2, linewidth=0)
-    ax.errorbar(x, mean, yerr=sem, fmt="none", ecolor="C0", capsize=3)
-    ax.plot(x, mean, color="C0", marker="o", label="held-out NSE")
+    cv_curve(ax, x, mean, sem, best, "held-out NSE", f"chosen (one SEM, sparser): {grid[best]:g}")
     ax.axhline(mean[lowest] + sem[lowest], color="0.4", linestyle=":", linewidth=1)
     ax.plot(
         [x[lowest]],
@@ -77,16 +75,6 @@ def plot_sparsity_path(model, ax=None, roles=None):
         linestyle="none",
         label=f"lowest: {grid[lowest]:g}",
     )
-    ax.plot(
-        [x[best]],
-        [mean[best]],
-        marker="*",
-        markersize=15,
-        color="C3",
-        linestyle="none",
-        label=f"chosen (one SEM, sparser): {grid[best]:g}",
-    )
-    ax.axvline(x[best], color="C3", linestyle="--", linewidth=1)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{g:g}" for g in grid])
     ax.set_xlabel("sparsity (group-lasso weight, relative)")
