@@ -104,6 +104,23 @@ def test_power_analysis_result_summary_and_figure():
         mics.power_analysis(_estimator().set_params(rank=0), X, Y, Z, geometry="reshape")
 
 
+def test_gating_already_in_the_recording_does_not_count_as_power():
+    """Channels are planted into null copies: the recording's own gating is broken there.
+
+    Planting into the recording as it is would detect its own strong channel
+    at strength 0 in every simulation (and report a minimum detectable
+    effect of 0).
+    """
+    X, Y, Z, _ = mics.simulate(n_channels=1, modulation_snr=1.0, random_state=3, **SIZES)
+    own = mics.test_modulation(_estimator(), X, Y, Z, n_boot=0, random_state=0, verbose=0, **TEST)
+    assert own.p_value <= 0.05  # the recording holds gating the test finds
+    res = mics.power_analysis(
+        _estimator(), X, Y, Z, strengths=[0.0], n_sims=20, random_state=0, verbose=0, **TEST
+    )
+    # At an exact 5% test, 4 or more of 20 has probability 0.016.
+    assert res.detections[0, 0] <= 3, res.detections
+
+
 @pytest.mark.slow
 def test_predicted_detection_rate_matches_the_real_test_on_fresh_data():
     """30 planted copies of one null recording against 30 fresh recordings of that strength."""

@@ -67,22 +67,23 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         candidate with the smallest mean held-out loss of the channel-free
         model (at ``rank``, or at each candidate's best rank). The chosen
         value is ``alpha_``.
-    alpha_channels : float, "cv", sequence of float or None, default=0.25
+    alpha_channels : float, "cv", sequence of float or None, default=0.125
         Ridge penalty on each channel factor, relative in the same way:
         times the mean per-sample interaction variance times ``p + q + m``.
         None uses ``alpha``. The defaults were chosen on simulations with
-        T = 300-500 samples for p = 150, q = 100 (see ``studies/validation/recovery.py``);
-        lower them when samples are plentiful. "cv" (grid
+        T = 300-500 samples for p = 150, q = 100 (``results/penalties/``:
+        0.125 recovers channels at least as well as v0.1 there, 0.25 did
+        not); lower them when samples are plentiful. "cv" (grid
         ``mics.model.penalty_path.ALPHA_CHANNELS_GRID``, 1 to 1/128 in
         factors of 2) or a
         sequence chooses it on the same folds, after the number of channels
-        (selected at the candidate nearest 0.25): a warm-started path from
+        (selected at the candidate nearest the default 0.125): a warm-started path from
         the largest candidate to the smallest at the selected rank and
         ``K``, the smallest mean held-out loss chosen (``alpha_channels_``;
         the fold losses are in ``cv_results_``). It costs one channel fit
         per candidate and fold, also when ``rank`` and ``n_channels`` are
         fixed (then the folds serve the penalties only); with ``K = 0`` it
-        keeps the candidate nearest 0.25.
+        keeps the candidate nearest 0.125.
     n_init : int, default=3
         Random restarts in addition to the deterministic HOSVD start.
     max_iter : int, default=200
@@ -270,7 +271,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         n_channels=None,
         *,
         alpha=0.05,
-        alpha_channels=0.25,
+        alpha_channels=0.125,
         n_init=3,
         max_iter=200,
         tol=1e-7,

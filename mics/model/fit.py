@@ -114,7 +114,7 @@ def fit_from_moments(
     n_channels,
     *,
     alpha=0.05,
-    alpha_channels=0.25,
+    alpha_channels=0.125,
     n_init=3,
     max_iter=200,
     tol=1e-7,

@@ -16,7 +16,7 @@ Order (hierarchical, as the rank and channel selection):
    ridge reduced-rank solve per fold (``O(p^3 + q^3)``).
 2. The rank and the number of channels, by :func:`select_from_moments`, at
    the chosen ``alpha`` and a provisional ``alpha_channels``: the grid value
-   nearest the package default 0.25 (on a log scale).
+   nearest the package default 0.125 (on a log scale).
 3. ``alpha_channels`` for the selected rank and ``K > 0``: a path from the
    largest candidate to the smallest in every fold, each fit warm-started
    from the fold's fit at the previous (larger) penalty, as ``glmnet`` and
@@ -68,7 +68,8 @@ __all__ = [
 
 # Candidate relative penalties for "cv", largest first (the path's order):
 # factors of 2 (about three a decade) through the fixed defaults 0.05 and
-# 0.25, from 16x above them to 8x (alpha) and 32x (alpha_channels) below.
+# 0.125, from 16x (alpha) and 8x (alpha_channels) above them to 8x and 16x
+# below.
 # The relative penalties scale with the number of parameters of a
 # component, not with the number of samples, so a long recording needs a
 # smaller value, rarely a larger one; below the grid the fits approach the
@@ -76,9 +77,9 @@ __all__ = [
 # (T = 300-500, p = 150) the chosen alpha_channels ranged over 0.03-0.5,
 # inside the grid, and alpha over 0.025-0.8.
 ALPHA_GRID = tuple(0.05 * 2.0**k for k in range(4, -4, -1))  # 0.8 ... 0.00625
-ALPHA_CHANNELS_GRID = tuple(0.25 * 2.0**k for k in range(2, -6, -1))  # 1 ... 0.0078125
+ALPHA_CHANNELS_GRID = tuple(0.125 * 2.0**k for k in range(3, -5, -1))  # 1 ... 0.0078125
 # Provisional alpha_channels while the channel count is selected: the default.
-_PROVISIONAL_CHANNELS = 0.25
+_PROVISIONAL_CHANNELS = 0.125
 
 
 def penalty_grid(value, name="alpha"):

@@ -337,7 +337,7 @@ def test_modulation(
     problem = make_problem(X, Y, Z, groups=groups).unlabelled()
     recorded = problem
     n, groups = problem.n_samples, problem.groups
-    null = _check_null(null, groups)
+    null = check_null(null, groups)
     if null == "circular":
         if min_shift is None:
             min_shift = max(1, n // 10)
@@ -723,7 +723,8 @@ def _monte_carlo_p_value(null, observed, n_permutations, stop_after):
     return (1 + exceed) / (1 + n_permutations)
 
 
-def _check_null(null, groups):
+def check_null(null, groups):
+    """The null of a modulation test: "trial" when trial ids are known, else "circular"."""
     if null is None:
         return "circular" if groups is None else "trial"
     if null not in ("circular", "trial"):

@@ -5,7 +5,12 @@ found. :func:`power_analysis` answers that for the recording at hand: it
 adds a multiplicative interaction channel of chosen strength and geometry
 to the recorded target, keeping the recorded source, modulator, noise and
 trial structure, runs :func:`mics.test_modulation` with the settings of the
-real analysis, and counts detections. Strength is in the units of the
+real analysis, and counts detections. The channels are planted into null
+copies of the recording (its modulator's trials permuted, or the modulator
+shifted circularly, as the test's null draws it, with the modulator's
+additive effect regressed out as the test does), so gating the recording
+already holds does not count as power: without that, a recording with
+gating would report a minimum detectable effect that is too small. Strength is in the units of the
 test's effect size: the fraction of the (new) target's variance that the
 planted channel carries, i.e. what a perfectly estimated channel would
 explain held out.
@@ -21,10 +26,17 @@ from sklearn.utils import check_random_state
 from tqdm import tqdm
 
 from mics.core.linalg import orthonormal_svd
+from mics.data.folds import trial_permutation_indices
 from mics.data.problem import make_problem
 from mics.data.validation import check_count, check_fraction
 from mics.model.fit import fit_problem
-from mics.workflows.inference import gain_params, mde_text, named_coordinate, test_modulation
+from mics.workflows.inference import (
+    check_null,
+    gain_params,
+    mde_text,
+    named_coordinate,
+    test_modulation,
+)
 
 __all__ = ["GEOMETRIES", "PowerAnalysis", "power_analysis", "plant_channel", "clopper_pearson"]
 
@@ -207,15 +219,19 @@ def power_analysis(
 ):
     """Detection rates of :func:`mics.test_modulation` for channels planted in this recording.
 
-    For each geometry and strength, ``n_sims`` times: draw random patterns of
-    that geometry relative to the recording's baseline subspaces (a source
-    pattern ``a``, a target pattern ``b``, a modulator pattern ``c``), add
-    the channel ``(z . c)(x . a) b`` to the recorded target with
-    :func:`plant_channel` (the source, modulator, noise and trials are the
-    recording's own), run the same test, and count ``p <= alpha``. Whatever
-    the recording already holds stays in it, so the rate at strength 0 is
-    the test's verdict on the recording itself over random draws of its
-    null (about ``alpha`` when the recording has no gating).
+    For each geometry and strength, ``n_sims`` times: draw a null copy of
+    the recording as the test's null does (the target's additive dependence
+    on the modulator regressed out, then the modulator's trials permuted
+    within conditions, or the modulator shifted circularly by at least
+    ``min_shift``), draw random patterns of that geometry relative to the
+    recording's baseline subspaces (a source pattern ``a``, a target pattern
+    ``b``, a modulator pattern ``c``), add the channel ``(z . c)(x . a) b``
+    to the copy's target with :func:`plant_channel` (the source, modulator,
+    noise and trials are the recording's own), run the same test, and count
+    ``p <= alpha``. Any gating the recording holds is broken in the copies,
+    so the rate at strength 0 is the test's level (``alpha`` up to the
+    Monte-Carlo error), also on a recording with gating, and the minimum
+    detectable effect is that of a recording without it.
 
     Parameters
     ----------
@@ -274,8 +290,19 @@ def power_analysis(
     problem = make_problem(X, Y, Z, groups=groups).unlabelled()
     if not problem.in_memory:
         raise ValueError("power_analysis plants channels in memory: load the data first.")
-    X, Y, Z = (np.asarray(a, dtype=float) for a in (problem.X, problem.Y, problem.Z))
+    X, Z = (np.asarray(a, dtype=float) for a in (problem.X, problem.Z))
     codes = problem.groups
+    n = X.shape[0]
+    kind = check_null(null, codes)
+    if kind == "circular":
+        shift_min = max(1, n // 10) if min_shift is None else min_shift
+        shift_min = check_count(shift_min, "min_shift", 1)
+        if n < 2 * shift_min:
+            raise ValueError(f"min_shift={shift_min} leaves no circular shift of {n} samples.")
+    # The copies the channels are planted into: the test's residual target
+    # (its additive dependence on Z removed, as the test removes it before
+    # permuting), with the modulator then permuted or shifted per simulation.
+    residual = np.asarray(problem.residualized().Y, dtype=float)
     # The geometries are defined by the recording's own baseline subspaces.
     base = fit_problem(gain_params(estimator, n_channels=0), problem)
     rank = int(base.rank)
@@ -310,14 +337,18 @@ def power_analysis(
         for j, s in enumerate(strengths):
             for k in range(n_sims):
                 draw = np.random.RandomState(seeds[i, j, k])
+                if kind == "circular":
+                    z = np.roll(Z, draw.randint(shift_min, n - shift_min + 1), axis=0)
+                else:
+                    z = Z[trial_permutation_indices(codes, draw, conditions)]
                 a = _placed(draw, U, a_place)
                 b = _placed(draw, V, b_place)
                 c = _placed(draw, np.zeros((Z.shape[1], 0)), "free")
                 res = test_modulation(
                     estimator,
                     X,
-                    plant_channel(X, Y, Z, s, a, b, c),
-                    Z,
+                    plant_channel(X, residual, z, s, a, b, c),
+                    z,
                     groups=codes,
                     n_boot=0,
                     n_jobs=n_jobs,
