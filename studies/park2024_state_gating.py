@@ -35,7 +35,8 @@ Per session:
 
 7. Power on each session's own recording (``mics.power_analysis``) for the
    ``--power-modulators`` set: random channels of ``--power-strengths``
-   planted into the target, ``--power-sims`` data sets each, the same
+   planted into null copies of the target (the modulator's trials permuted
+   within directions, as the test's null), ``--power-sims`` data sets each, the same
    estimator and trial null with ``--power-perm`` permutations (stopped once
    the data set can no longer reach p <= 0.05, which leaves every detection
    unchanged): the minimum detectable effect at 80% power.
@@ -227,7 +228,8 @@ def run_test(
                     n_boot=n_boot,
                 )
             )
-        extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot)
+        if model.rank_ > 0:  # with no baseline subspace every channel is "new"
+            extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot)
     return row, null, decomp, extra
 
 
@@ -288,6 +290,12 @@ def split_statistics(sessions, modsets, n_splits, seed, search="grid"):
     return pd.DataFrame(rows)
 
 
+RANK0_ASYMMETRY = (
+    "undefined: the selected baseline rank is 0 (no communication subspace), so every "
+    "channel is a new interaction and neither side can be reconfigured"
+)
+
+
 def asymmetry_table(tests, extras):
     """Asymmetry of every real test's K >= 1 model; ``reported`` marks the significant ones.
 
@@ -302,6 +310,19 @@ def asymmetry_table(tests, extras):
     for (_, row), sig in zip(real.iterrows(), chosen, strict=True):
         extra = extras.get((row.session, row.modulators), {})
         if "asymmetry" not in extra:
+            if "test" in extra and int(row["rank"]) == 0:
+                rows.append(
+                    dict(
+                        session=row.session,
+                        modulators=row.modulators,
+                        p_value=row.p_value,
+                        p_holm_set=row.p_holm_set,
+                        rank=0,
+                        criterion=criterion,
+                        reported=bool(sig),
+                        sentence=RANK0_ASYMMETRY,
+                    )
+                )
             continue
         a = extra["asymmetry"]
         rows.append(
@@ -797,8 +818,9 @@ def effect_section(tests, power, args):
         lines += [
             tools.power_method_text(args, args.n_perm, "target (split 0)")
             + " The planted data sets keep the session's trials, grating directions and "
-            "modulator; their null permutes trials within grating direction, as the real "
-            f"test's does. Modulator set: {', '.join(dict.fromkeys(power.modulators))} (one "
+            "modulator time courses (permuted among trials of the same direction); their "
+            "test's null permutes them again, as the real test's does. Modulator set: "
+            f"{', '.join(dict.fromkeys(power.modulators))} (one "
             "power analysis per session fits the time budget; the other modulator sets' "
             "MDEs were not measured).",
             "",
@@ -851,21 +873,10 @@ def asymmetry_section(asym):
     if not len(rep):
         return lines + ["No test was significant, even uncorrected, so no asymmetry is reported."]
     lines += [
-        f"- **{r.session}, {r.modulators}** (p = {r.p_value:.3g}): {_rank_note(r)}{r.sentence}"
+        f"- **{r.session}, {r.modulators}** (p = {r.p_value:.3g}): {r.sentence}"
         for r in rep.itertuples()
     ]
     return lines
-
-
-def _rank_note(row):
-    """Why the asymmetry is void when the selected baseline rank is 0."""
-    if row.rank > 0:
-        return ""
-    return (
-        "*The selected baseline rank is 0: there is no communication subspace, every pattern "
-        "lies outside it and the decomposition is all 'new', so the asymmetry is not defined "
-        "for this test; the sentence that follows only restates that.* "
-    )
 
 
 def split_section(states, args):

@@ -27,7 +27,8 @@ held-out V1 neurons, stimulus means already subtracted.
    ``--control-perm`` permutations each with Besag-Clifford early stopping
    after ``--control-stop`` exceedances (the p-value stays exact).
 4. Power for each form (``mics.power_analysis``): random channels of
-   ``--power-strengths`` planted into V2, ``--power-sims`` data sets each,
+   ``--power-strengths`` planted into null copies of V2 (the modulator's
+   trials permuted, as the test's null), ``--power-sims`` data sets each,
    the real test's estimator and trial null with ``--power-perm``
    permutations (stopped once a data set can no longer reach p <= 0.05,
    which leaves every detection unchanged): the minimum detectable effect.
@@ -179,7 +180,8 @@ def run_test(
                     n_boot=n_boot,
                 )
             )
-        extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot)
+        if model.rank_ > 0:  # with no baseline subspace every channel is "new"
+            extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot)
     return row, null, decomp, extra
 
 

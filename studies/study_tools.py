@@ -309,8 +309,11 @@ def power_method_text(args, n_perm_real, target):
     lo, hi = binomial_ci(int(round(0.8 * args.power_sims)), args.power_sims)
     return (
         "Minimum detectable effect (MDE, `power.csv`): `mics.power_analysis` plants one "
-        f"channel with random source, target and modulator patterns into the recorded {target} "
-        f"at strengths {strengths} of its variance (the effect size's units), "
+        "channel with random source, target and modulator patterns into null copies of the "
+        f"recorded {target} (its additive dependence on the modulator regressed out and the "
+        "modulator's trials permuted, as the test's null draws them, so gating the recording "
+        f"may hold is not counted as power) at strengths {strengths} of its variance (the "
+        "effect size's units), "
         f"{args.power_sims} planted data sets per strength, and runs the real test's estimator "
         f"(same fixed rank) and trial null with {args.power_perm} permutations, stopped once a "
         f"data set can no longer reach p <= 0.05 (after {detection_stop(args.power_perm)} "
@@ -331,11 +334,6 @@ def power_method_text(args, n_perm_real, target):
             if args.power_perm < n_perm_real
             else "."
         )
-        + " The channels are planted into the recording as it is, so whatever dependence the "
-        "real test already finds stays in every planted data set: where the real test is "
-        "itself significant or nearly so, the detection rates include the recording's own "
-        "signal (flat in strength, or high already at the smallest strength) and the MDE is "
-        "optimistic about what a new effect on a recording without it would need."
     )
 
 
