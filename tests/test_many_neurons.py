@@ -60,7 +60,12 @@ def test_reduced_fit_is_the_full_fit(solver, monkeypatch):
     # p > T and q > T: both reduced; three random restarts (drawn in the
     # full space), the HOSVD start and channel-by-channel solves (K p > 256)
     X, Y, Z = _data(T=40, p=150, q=60, m=3)
-    params = dict(rank=2, n_channels=2, solver=solver, random_state=1, verbose=0)
+    # alpha_channels=0.25: at the default 0.125 the second (unplanted)
+    # channel of these 40 samples shrinks to zero, which would leave its
+    # patterns arbitrary and the comparison of them void.
+    params = dict(
+        rank=2, n_channels=2, alpha_channels=0.25, solver=solver, random_state=1, verbose=0
+    )
     reduced, full = _full_and_reduced(params, X, Y, Z, monkeypatch)
     assert reduced.reduction_["source_coordinates"] == 40
     assert reduced.reduction_["target_coordinates"] == 40
@@ -91,6 +96,10 @@ def test_reduced_selection_is_the_full_selection(monkeypatch):
         max_channels=2,
         channel_search="grid",
         solver="data",
+        # At the default 0.125 these 48 samples leave a flat valley in which
+        # round-off moves where the two fits stop by up to 2e-7 (the same
+        # selections); 0.25 keeps the comparison at the 1e-8 the claim is about.
+        alpha_channels=0.25,
         random_state=0,
         verbose=0,
     )
