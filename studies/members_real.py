@@ -707,11 +707,9 @@ def readme(out, summary, members, freqs, paths, designs, park_found, args, secon
         "informative only when few neurons are selected per resample (q_hat well below "
         "sqrt(p)).",
         "- The resamples are half of the trials, drawn without replacement, the subsamples "
-        "for which Meinshausen and Buhlmann's bound holds. An earlier version drew whole "
-        "trials with replacement: each refit then saw duplicated trials and selected more "
-        "neurons than the full-data fit (on the Semedo sample 48.6 source neurons per "
-        "resample against 24 non-zero in the full fit), lifting every frequency and voiding "
-        "the bound; `mics.stability_selection` now subsamples by default.",
+        "for which Meinshausen and Buhlmann's bound holds. Whole trials drawn with "
+        'replacement (`scheme="bootstrap"`) duplicate trials, so each refit selects more '
+        "neurons than the full-data fit, which lifts every frequency and voids the bound.",
         "- Where a full-data fit has an empty channel, `mics.stability_selection` refuses "
         "it (the model without channels has no members); for the exploratory look those "
         "frequencies are counted here from the same half-trial refits "
