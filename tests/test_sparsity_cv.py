@@ -103,7 +103,8 @@ def test_path_losses_are_those_of_the_fold_fits(planted):
         op = MomentOperator(cm)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit = fit_mic_model(op, 2, 1, **penalties(op, 0.05, 0.25), n_init=0, tol=1e-6)
+            pen = penalties(op, model.alpha, model.alpha_channels)  # the estimator's defaults
+            fit = fit_mic_model(op, 2, 1, **pen, n_init=0, tol=1e-6)
         dense[f] = data_heldout_loss((Xs, Ys, Zs), test, cm, fit.coef, fit.modulator_coef, fit)
     np.testing.assert_allclose(res["sparsity_fold_loss"][0], dense, rtol=0, atol=1e-8)
     assert np.all(np.abs(res["sparsity_fold_loss"][1] - dense) > 1e-5)  # the check can fail
