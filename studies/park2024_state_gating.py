@@ -309,35 +309,20 @@ def asymmetry_table(tests, extras):
     rows = []
     for (_, row), sig in zip(real.iterrows(), chosen, strict=True):
         extra = extras.get((row.session, row.modulators), {})
-        if "asymmetry" not in extra:
-            if "test" in extra and int(row["rank"]) == 0:
-                rows.append(
-                    dict(
-                        session=row.session,
-                        modulators=row.modulators,
-                        p_value=row.p_value,
-                        p_holm_set=row.p_holm_set,
-                        rank=0,
-                        criterion=criterion,
-                        reported=bool(sig),
-                        sentence=RANK0_ASYMMETRY,
-                    )
-                )
-            continue
-        a = extra["asymmetry"]
-        rows.append(
-            dict(
-                session=row.session,
-                modulators=row.modulators,
-                p_value=row.p_value,
-                p_holm_set=row.p_holm_set,
-                rank=int(row["rank"]),
-                criterion=criterion,
-                reported=bool(sig),
-                **tools.asymmetry_fields(a),
-                sentence=summarize_asymmetry(a),
-            )
+        base = dict(
+            session=row.session,
+            modulators=row.modulators,
+            p_value=row.p_value,
+            p_holm_set=row.p_holm_set,
+            rank=int(row["rank"]),
+            criterion=criterion,
+            reported=bool(sig),
         )
+        if "asymmetry" in extra:
+            a = extra["asymmetry"]
+            rows.append(dict(base, **tools.asymmetry_fields(a), sentence=summarize_asymmetry(a)))
+        elif "test" in extra and base["rank"] == 0:
+            rows.append(dict(base, sentence=RANK0_ASYMMETRY))
     return pd.DataFrame(rows)
 
 
