@@ -116,6 +116,27 @@ def test_p_value_inverts_the_percentile_interval():
     )
 
 
+def test_estimate_outside_every_draw_is_flagged():
+    # draws centred well below the estimate: Efron's z0 is clipped and both
+    # bias-corrected levels fall on the largest draw, an interval of width 0
+    # that excludes the estimate; the result says so and warns
+    diffs = np.linspace(-0.1, 0.2, 50)
+    observed = dict(zip(PARTS, _draws([0.35])[0], strict=True))
+    with pytest.warns(UserWarning, match="outside all 50 bootstrap draws"):
+        res = asymmetry_from_draws(observed, _draws(diffs))
+    assert res.attrs["estimate_outside_draws"] == 1
+    low, high = res.difference_interval.values
+    assert low == high == float(res.difference_draws.max()) < float(res.difference)
+    # draws on both sides of the estimate: no flag, no warning
+    observed = dict(zip(PARTS, _draws([0.05])[0], strict=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = asymmetry_from_draws(observed, _draws(diffs))
+    assert res.attrs["estimate_outside_draws"] == 0
+    low, high = res.difference_interval.values
+    assert low < 0.05 < high
+
+
 @pytest.mark.parametrize("confidence", [0.8, 0.9, 0.95])
 def test_bias_corrected_p_agrees_with_its_interval(confidence):
     rng = np.random.default_rng(3)

@@ -37,6 +37,7 @@ where needed, ``modulator_mean_`` (m,) and ``source_covariance_`` (p, p).
 from __future__ import annotations
 
 import html
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -837,7 +838,10 @@ def asymmetry_from_draws(observed, draws, *, confidence=0.95, interval="bc", att
         difference, a diagnostic); the draws as ``difference_draws``
         (boot,) and ``fraction_draws`` (boot, part). Attributes:
         ``confidence``, ``n_boot`` (usable draws), ``interval`` and
-        ``test`` (how they were computed), plus ``attrs``.
+        ``test`` (how they were computed), ``estimate_outside_draws`` (1
+        when every draw lies on one side of the estimate: the
+        bias-corrected interval then degenerates, and a warning says so),
+        plus ``attrs``.
 
     Notes
     -----
@@ -891,6 +895,20 @@ def asymmetry_from_draws(observed, draws, *, confidence=0.95, interval="bc", att
     alpha = 1 - confidence
     n_boot = diff_draws.size
     z0 = _bias_z(diff_draws, diff) if interval == "bc" else 0.0
+    # Every draw on one side of the estimate: the bootstrap distribution is
+    # centred away from it, Efron's z0 is clipped, and the bias-corrected
+    # levels both collapse onto the extreme draw (an interval of width ~0
+    # that need not contain the estimate). Said, not hidden.
+    outside = bool(np.all(diff_draws < diff) or np.all(diff_draws > diff))
+    if outside and interval == "bc":
+        warnings.warn(
+            f"the observed asymmetry {diff:+.3f} lies outside all {n_boot} bootstrap draws "
+            f"({diff_draws.min():+.3f} to {diff_draws.max():+.3f}): the bias-corrected "
+            "interval degenerates there and is not a confidence interval; use more resamples "
+            'or interval="percentile", and read the estimate as unstable.',
+            UserWarning,
+            stacklevel=2,
+        )
     frac_z0 = (
         np.array([_bias_z(draws[:, j], obs[j]) for j in range(len(PARTS))])
         if interval == "bc"
@@ -925,6 +943,7 @@ def asymmetry_from_draws(observed, draws, *, confidence=0.95, interval="bc", att
             "n_boot": int(n_boot),
             "interval": _INTERVAL_NAMES[interval],
             "test": "two-sided, inverting the interval (p < 1 - confidence iff it excludes 0)",
+            "estimate_outside_draws": int(outside),
             **dict(attrs or {}),
         }
     )
