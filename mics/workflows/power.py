@@ -10,10 +10,10 @@ copies of the recording (its modulator's trials permuted, or the modulator
 shifted circularly, as the test's null draws it, with the modulator's
 additive effect regressed out as the test does), so gating the recording
 already holds does not count as power: without that, a recording with
-gating would report a minimum detectable effect that is too small. Strength is in the units of the
-test's effect size: the fraction of the (new) target's variance that the
-planted channel carries, i.e. what a perfectly estimated channel would
-explain held out.
+gating would report a minimum detectable effect that is too small.
+Strength is in the units of the test's effect size: the fraction of the
+(new) target's variance that the planted channel carries, i.e. what a
+perfectly estimated channel would explain held out.
 """
 
 from __future__ import annotations
