@@ -145,6 +145,22 @@ def test_object_hyperparameters_warn_and_still_predict(tmp_path, data):
     np.testing.assert_array_equal(back.predict(X, Z), model.predict(X, Z))
 
 
+def test_candidate_lists_are_saved_and_refit_the_same(tmp_path, data):
+    """Penalty and sparsity candidates (lists, tuples) survive the file, types included."""
+    X, Y, Z, _ = data
+    model = _fit(X, Y, Z, rank=2, n_channels=1, alpha_channels=[0.5, 0.125], sparsity=(0.0, 4.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing dropped, nothing warned about
+        path = model.to_netcdf(tmp_path / "candidates.nc")
+    back = mics.load(path)
+    assert back.alpha_channels == [0.5, 0.125] and back.sparsity == (0.0, 4.0)
+    assert back.get_params() == model.get_params()
+    np.testing.assert_array_equal(back.predict(X, Z), model.predict(X, Z))
+    refit = mics.MICs(**back.get_params()).fit(X, Y, Z)
+    assert (refit.alpha_channels_, refit.sparsity_) == (model.alpha_channels_, model.sparsity_)
+    np.testing.assert_array_equal(refit.coef_, model.coef_)
+
+
 def test_errors(tmp_path, data):
     X, Y, Z, _ = data
     with pytest.raises(NotFittedError, match="fit it before saving"):

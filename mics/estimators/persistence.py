@@ -73,6 +73,14 @@ def _params(model):
         if isinstance(value, range):
             kept[name] = {"range": [value.start, value.stop, value.step]}
             continue
+        if isinstance(value, (list, tuple, np.ndarray)):
+            # candidate lists (alpha_channels=[...], sparsity=(...)) are plain
+            # numbers: kept, with their container, so a refit chooses among them
+            items = [_scalar(v) for v in np.asarray(value, dtype=object).ravel()]
+            if np.ndim(value) == 1 and all(v is not _NOT_SCALAR for v in items):
+                kind = "tuple" if isinstance(value, tuple) else "list"
+                kept[name] = {"sequence": items, "type": kind}
+                continue
         plain = _scalar(value)
         if plain is _NOT_SCALAR:
             dropped[name] = repr(value)
@@ -86,6 +94,15 @@ def _params(model):
             stacklevel=5,  # the caller of MICs.to_netcdf
         )
     return kept, dropped
+
+
+def _param_value(stored):
+    """A hyperparameter as :func:`_params` stored it (a range or a candidate list decoded)."""
+    if isinstance(stored, dict) and "range" in stored:
+        return range(*stored["range"])
+    if isinstance(stored, dict) and "sequence" in stored:
+        return tuple(stored["sequence"]) if stored["type"] == "tuple" else list(stored["sequence"])
+    return stored
 
 
 def _storable(values):
@@ -287,10 +304,7 @@ def model_from_dataset(ds, source="dataset"):
     if MICs is None:
         raise ValueError(f"{source} holds a {ds.attrs.get('estimator')!r}, not a MICs model.")
     params = json.loads(ds.attrs["params"])
-    params = {
-        k: range(*v["range"]) if isinstance(v, dict) and "range" in v else v
-        for k, v in params.items()
-    }
+    params = {k: _param_value(v) for k, v in params.items()}
     known = MICs().get_params(deep=False)
     unknown = sorted(set(params) - set(known))
     if unknown:
