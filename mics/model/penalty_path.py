@@ -51,9 +51,9 @@ from mics.core.als import (
     penalties,
 )
 from mics.core.linalg import single_blas_thread
-from mics.model.selection import select_from_moments
+from mics.model.selection import fold_operator, select_from_moments
 from mics.model.sparsity_path import chooses_sparsity, no_path, sparsity_grid, sparsity_path
-from mics.model.warm_path import fold_operator, warm_path
+from mics.model.warm_path import warm_path
 
 __all__ = [
     "ALPHA_CHANNELS_GRID",

@@ -187,6 +187,64 @@ def _nbytes(obj):
     return sum(a.nbytes for a in vars(obj).values() if isinstance(a, np.ndarray))
 
 
+def _training_operator(config, total, fold, data):
+    """A fold's training operator (its moments centred) and those centred moments."""
+    from mics.core.als import DataOperator, MomentOperator
+
+    train, _, _, excl_m = fold
+    cm = (total - excl_m).centered()
+    op = MomentOperator(cm) if config.solver_ == "moments" else DataOperator(cm, *data, rows=train)
+    # reduced coordinates (mics.model.reduction): the full problem's
+    # penalties and draws; the basis of all rows holds every fold's
+    op.embedding = getattr(config, "embedding_", None)
+    return op, cm
+
+
+def fold_scorer(config, fold, cm, data):
+    """The held-out NSE of fits on one fold: ``score(B, D, fit, basis=None)``.
+
+    Parameters
+    ----------
+    config : namespace
+        ``solver_``.
+    fold : tuple
+        ``(train, test, test_moments, excluded_moments)``.
+    cm : CenteredMoments
+        The fold's centred training moments (only their means on the data path).
+    data : tuple or None
+        The standardised ``(X, Y, Z)`` (data path).
+    """
+    _, test, test_m, _ = fold
+    if config.solver_ == "moments":
+        return lambda B, D, fit, basis=None: heldout_loss(test_m, cm, B, D, fit, basis)
+    return lambda B, D, fit, basis=None: data_heldout_loss(data, test, cm, B, D, fit)
+
+
+def fold_operator(config, total, fold, data):
+    """A fold's training operator (its moments centred) and the held-out scorer.
+
+    The one construction behind the selection's fold fits and the penalty
+    and sparsity paths (:mod:`mics.model.warm_path`).
+
+    Parameters
+    ----------
+    config : namespace
+        ``solver_`` and, for reduced coordinates, ``embedding_``.
+    total, fold, data
+        The standardised moments, one fold ``(train, test, test_moments,
+        excluded_moments)`` and the data (data path), as
+        :func:`select_from_moments` takes them.
+
+    Returns
+    -------
+    op : MomentOperator or DataOperator
+    score : callable
+        ``score(B, D, fit, basis=None)`` -> held-out NSE (:func:`fold_scorer`).
+    """
+    op, cm = _training_operator(config, total, fold, data)
+    return op, fold_scorer(config, fold, cm, data)
+
+
 def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, state=None):
     """Fit every candidate on one training fold and score it on the held-out block.
 
@@ -198,23 +256,16 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
     state the task returns ``(losses, new_state)``: it may run in another
     process (a Dask backend), where changes to its argument would be lost.
     """
-    from mics.core.als import DataOperator, MomentOperator, baseline_path
+    from mics.core.als import baseline_path
 
-    train, test, test_m, excl_m = fold
     state = None if state is None else dict(state)
     if state is not None and "operator" in state:
         op, cm = state["operator"]
     else:
-        cm = (total - excl_m).centered()
-        if estimator.solver_ == "moments":
-            op = MomentOperator(cm)
-        else:
-            op = DataOperator(cm, *data, rows=train)
-        # reduced coordinates (mics.model.reduction): the full problem's
-        # penalties and draws; the basis of all rows holds every fold's
-        op.embedding = getattr(estimator, "embedding_", None)
+        op, cm = _training_operator(estimator, total, fold, data)
         if state is not None:
             op.__dict__.update(state.get("caches", {}))
+    score = fold_scorer(estimator, fold, cm, data)
     pen = penalties(op, estimator.alpha, estimator.alpha_channels, **sparse_settings(estimator))
     if stage == "rank":
         baselines = baseline_path(op, candidates, pen["alpha_B"])
@@ -226,10 +277,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
         if state is not None:
             state["previous"] = path[int(np.argmax(candidates))]
             state["capped"] = [not f.converged for f in path]
-    if estimator.solver_ == "moments":
-        losses = [heldout_loss(test_m, cm, B, D, fit, V) for B, D, fit, V in fits]
-    else:
-        losses = [data_heldout_loss(data, test, cm, B, D, fit) for B, D, fit, _ in fits]
+    losses = [score(B, D, fit, V) for B, D, fit, V in fits]
     if state is None:
         return losses
     if "operator" not in state:

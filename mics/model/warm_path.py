@@ -13,49 +13,10 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from mics.core.als import DataOperator, MomentOperator, fit_mic_model
-from mics.core.heldout import data_heldout_loss, heldout_loss
-from mics.model import selection
+from mics.core.als import fit_mic_model
+from mics.model.selection import CV_TOL, fold_operator
 
-__all__ = ["fold_operator", "warm_path"]
-
-
-def fold_operator(config, total, fold, data):
-    """A fold's training operator (its moments centred) and the held-out scorer.
-
-    Parameters
-    ----------
-    config : namespace
-        ``solver_`` and, for reduced coordinates, ``embedding_``.
-    total, fold, data
-        The standardised moments, one fold ``(train, test, test_moments,
-        excluded_moments)`` and the data (data path), as
-        :func:`mics.model.selection.select_from_moments` takes them.
-
-    Returns
-    -------
-    op : MomentOperator or DataOperator
-    score : callable
-        ``score(B, D, fit, basis=None)`` -> held-out NSE.
-    """
-    train, test, test_m, excl_m = fold
-    cm = (total - excl_m).centered()
-    if config.solver_ == "moments":
-        op = MomentOperator(cm)
-
-        def score(B, D, fit, basis=None):
-            return heldout_loss(test_m, cm, B, D, fit, basis)
-
-    else:
-        op = DataOperator(cm, *data, rows=train)
-
-        def score(B, D, fit, basis=None):
-            return data_heldout_loss(data, test, cm, B, D, fit)
-
-    # Populations fitted in reduced coordinates keep the full problem's
-    # penalties and draws, as the selection's fold operators do.
-    op.embedding = getattr(config, "embedding_", None)
-    return op, score
+__all__ = ["warm_path"]
 
 
 def warm_path(
@@ -142,7 +103,7 @@ def _fold_path(config, total, fold, data, rank, n_channels, grid, penalise, reco
                 **penalise(op, a),
                 n_init=0,
                 max_iter=config.max_iter,
-                tol=max(config.tol, selection.CV_TOL),
+                tol=max(config.tol, CV_TOL),
                 random_state=0,  # unused without restarts: the path draws nothing
                 warm_start=previous,
             )
