@@ -339,11 +339,7 @@ def test_modulation(
     n, groups = problem.n_samples, problem.groups
     null = check_null(null, groups)
     if null == "circular":
-        if min_shift is None:
-            min_shift = max(1, n // 10)
-        if n < 2:
-            raise ValueError(f"a circular-shift test needs at least 2 samples, got {n}.")
-        min_shift = check_count(min_shift, "min_shift", 1, n // 2)
+        min_shift = check_min_shift(min_shift, n)
     # The null hypothesis is "no gating", not "no modulator effect at all": the
     # additive effect of Z on the target is a nuisance to keep. Shifting Z
     # would also destroy it, leave more residual variance to every null fit,
@@ -721,6 +717,15 @@ def _monte_carlo_p_value(null, observed, n_permutations, stop_after):
     if stop_after is not None and exceed >= stop_after:
         return stop_after / null.size
     return (1 + exceed) / (1 + n_permutations)
+
+
+def check_min_shift(min_shift, n):
+    """The smallest circular shift of ``n`` samples: as given, or a tenth of the samples."""
+    if min_shift is None:
+        min_shift = max(1, n // 10)
+    if n < 2:
+        raise ValueError(f"a circular-shift test needs at least 2 samples, got {n}.")
+    return check_count(min_shift, "min_shift", 1, n // 2)
 
 
 def check_null(null, groups):

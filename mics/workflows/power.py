@@ -31,6 +31,7 @@ from mics.data.problem import make_problem
 from mics.data.validation import check_count, check_fraction
 from mics.model.fit import fit_problem
 from mics.workflows.inference import (
+    check_min_shift,
     check_null,
     gain_params,
     mde_text,
@@ -295,10 +296,7 @@ def power_analysis(
     n = X.shape[0]
     kind = check_null(null, codes)
     if kind == "circular":
-        shift_min = max(1, n // 10) if min_shift is None else min_shift
-        shift_min = check_count(shift_min, "min_shift", 1)
-        if n < 2 * shift_min:
-            raise ValueError(f"min_shift={shift_min} leaves no circular shift of {n} samples.")
+        shift_min = check_min_shift(min_shift, n)  # the test's own default and bounds
     # The copies the channels are planted into: the test's residual target
     # (its additive dependence on Z removed, as the test removes it before
     # permuting), with the modulator then permuted or shifted per simulation.
