@@ -540,7 +540,12 @@ def _verdict(above, n_members):
             "No source or target member stands above the controls: these member lists "
             "cannot be told from those of a modulator that cannot gate."
         )
-    return "Some members stand above the controls, most do not."
+    n_above, n_all = sum(above.values()), sum(n_members.values())
+    return (
+        f"{n_above} of {n_all} members stand above the controls, the others do not: "
+        "only those are stable beside a modulator that cannot gate, and none is "
+        "certified by the bound."
+    )
 
 
 def _fit_words(row):

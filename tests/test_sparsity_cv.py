@@ -97,7 +97,7 @@ def test_path_losses_are_those_of_the_fold_fits(planted):
     model = mics.MICs(rank=2, n_channels=1, sparsity=[0.0, 16.0], solver="moments", **FAST)
     res = model.fit(X, Y, Z).cv_results_
     Xs, Ys, Zs = InputScales.from_data(X, Y, Z).standardize(X, Y, Z)
-    dense = np.empty(5)
+    dense, sparse = np.empty(5), np.empty(5)
     for f, (train, test) in enumerate(BlockedKFold(5).split(X)):
         cm = compute_moments(Xs[train], Ys[train], Zs[train]).centered()
         op = MomentOperator(cm)
@@ -105,8 +105,15 @@ def test_path_losses_are_those_of_the_fold_fits(planted):
             warnings.simplefilter("ignore")
             pen = penalties(op, model.alpha, model.alpha_channels)  # the estimator's defaults
             fit = fit_mic_model(op, 2, 1, **pen, n_init=0, tol=1e-6)
+            # the sparse candidate: group sweeps from the fold's dense fit
+            pen16 = penalties(op, model.alpha, model.alpha_channels, sparsity=16.0)
+            fit16 = fit_mic_model(op, 2, 1, **pen16, n_init=0, tol=1e-6, dense_start=fit)
         dense[f] = data_heldout_loss((Xs, Ys, Zs), test, cm, fit.coef, fit.modulator_coef, fit)
+        sparse[f] = data_heldout_loss(
+            (Xs, Ys, Zs), test, cm, fit16.coef, fit16.modulator_coef, fit16
+        )
     np.testing.assert_allclose(res["sparsity_fold_loss"][0], dense, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(res["sparsity_fold_loss"][1], sparse, rtol=0, atol=1e-8)
     assert np.all(np.abs(res["sparsity_fold_loss"][1] - dense) > 1e-5)  # the check can fail
 
 

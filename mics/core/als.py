@@ -816,6 +816,7 @@ def fit_mic_model(
     warm_start=None,
     accelerate=True,
     group_penalty=None,
+    dense_start=None,
 ):
     """Fit the MIC model in three stages (baseline, modulation, joint).
 
@@ -852,6 +853,14 @@ def fit_mic_model(
         Group-lasso weights on the neurons of the channel factors
         (:mod:`mics.core.sparse`, from :func:`penalties` with ``sparsity``);
         ``loss_history`` then includes that penalty. None: the dense fit.
+    dense_start : MICFit, optional
+        With ``group_penalty``: the dense fit (no group penalty, the same
+        ridge penalties) on the *same* operator. The group sweeps start
+        from its channels, and the dense modulation stage that would find
+        them again (its starts, probes and sweeps) is not run. A sparsity
+        path passes each fold's dense fit to its sparse candidates
+        (:func:`mics.model.warm_path.warm_path`). Ignored without a group
+        penalty.
 
     Returns
     -------
@@ -872,6 +881,7 @@ def fit_mic_model(
             warm_start,
             accelerate,
             group_penalty,
+            dense_start,
         )
 
 
@@ -921,6 +931,7 @@ def _fit_mic_model(
     warm_start=None,
     accelerate=True,
     group_penalty=None,
+    dense_start=None,
 ):
     rng = np.random.default_rng(random_state)
     group = group_penalty
@@ -944,6 +955,38 @@ def _fit_mic_model(
             basis,
         )
     base_penalty = alpha_B * np.sum(B**2)
+    if group is not None and dense_start is not None and dense_start.weights.size == K:
+        # The sparse stage from a given dense fit: its factors as the
+        # balanced ALS holds them (patterns times the cube root of the weights)
+        g = np.cbrt(dense_start.weights)
+        A0 = dense_start.source_patterns * g
+        op.set_baseline(B, D, basis)
+        best, converged = _als_sweeps(
+            op,
+            dense_start.target_patterns * g,
+            dense_start.modulator_patterns * g,
+            alpha_W,
+            base_penalty,
+            max_iter,
+            tol,
+            A0,
+            accelerate,
+            group,
+        )
+        return _joint_stage(
+            op,
+            rank,
+            alpha_B,
+            alpha_W,
+            max_iter,
+            tol,
+            group,
+            best,
+            converged,
+            list(best.history),
+            np.asarray(dense_start.init_losses),
+            base_loss,
+        )
 
     # Stage 2: modulation on the baseline residual, from several starts.
     # The HOSVD start depends on the baseline only: shared by every K.
@@ -1000,8 +1043,38 @@ def _fit_mic_model(
             op, best.Bm, best.C, alpha_W, base_penalty, max_iter, tol, best.A, accelerate, group
         )
         history = list(best.history)
-    n_iter = len(history)
+    return _joint_stage(
+        op,
+        rank,
+        alpha_B,
+        alpha_W,
+        max_iter,
+        tol,
+        group,
+        best,
+        converged,
+        history,
+        init_losses,
+        base_loss,
+    )
 
+
+def _joint_stage(
+    op,
+    rank,
+    alpha_B,
+    alpha_W,
+    max_iter,
+    tol,
+    group,
+    best,
+    converged,
+    history,
+    init_losses,
+    base_loss,
+):
+    """Stage 3 from the modulation stage's state ``best``, and the canonical :class:`MICFit`."""
+    n_iter = len(history)
     # Stage 3: alternate (baseline | channels) and (channels | baseline).
     A, Bm, C, H_int = best.A, best.Bm, best.C, best.H_int
     joint_converged = False
@@ -1028,7 +1101,7 @@ def _fit_mic_model(
             f"MIC {stage} did not converge in max_iter={max_iter} sweeps; "
             "increase max_iter or tol.",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=4,  # the caller of fit_mic_model
         )
     converged = converged and joint_converged
     w, A, Bm, C = canonical_channels(A, Bm, C)

@@ -22,7 +22,9 @@ Order (after the penalties of :mod:`mics.model.penalty_path`):
    (:func:`mics.model.warm_path.warm_path`); the group-lasso sweeps of
    each fit start from the fold's dense solution, as every sparse fit does
    (:func:`mics.core.fit_mic_model`), so each fold fit follows the final
-   fit's procedure at that weight (without its random restarts). A weight
+   fit's procedure at that weight (without its random restarts). The
+   fold's dense fit is the path's first candidate; the sparse candidates
+   start from it (``dense_start``) rather than finding it again. A weight
    that sets every neuron of every channel of a fold to zero is the end of
    that fold's path: larger ones keep the channels empty, and repeat its
    loss without being fitted.

@@ -31,8 +31,11 @@ def warm_path(
     :func:`mics.core.fit_mic_model` from the HOSVD start of the fold's
     training moments and from the fold's fit at the previous candidate
     (``warm_start``), the better after a few probe sweeps kept; neither start
-    has seen the held-out block. The folds run in parallel threads
-    (``config.n_jobs``), as the selection's.
+    has seen the held-out block. A candidate with a group penalty (the
+    sparsity path) starts its group sweeps from the fold's last fit without
+    one (``dense_start``), the start its own dense stage would find again.
+    The folds run in parallel threads (``config.n_jobs``), as the
+    selection's.
 
     Parameters
     ----------
@@ -85,13 +88,14 @@ def warm_path(
 
 def _fold_path(config, total, fold, data, rank, n_channels, grid, penalise, record, stop):
     op, score = fold_operator(config, total, fold, data)
-    previous, losses, objective, records = None, [], [], []
+    previous, dense, losses, objective, records = None, None, [], [], []
     for a in grid:
         if previous is not None and stop is not None and stop(previous):
             losses.append(losses[-1])
             objective.append(objective[-1])
             records.append(records[-1])
             continue
+        settings = penalise(op, a)
         with warnings.catch_warnings():
             # a capped fold fit moves its loss by less than the fold SEM (see
             # mics.model.selection); it is not warned about fold by fold
@@ -100,13 +104,16 @@ def _fold_path(config, total, fold, data, rank, n_channels, grid, penalise, reco
                 op,
                 rank,
                 n_channels,
-                **penalise(op, a),
+                **settings,
                 n_init=0,
                 max_iter=config.max_iter,
                 tol=max(config.tol, CV_TOL),
                 random_state=0,  # unused without restarts: the path draws nothing
                 warm_start=previous,
+                dense_start=dense,
             )
+        if settings.get("group_penalty") is None:
+            dense = fit
         losses.append(score(fit.coef, fit.modulator_coef, fit, fit.coef_basis))
         objective.append(float(fit.loss_history[-1]))
         records.append(() if record is None else tuple(record(fit)))
