@@ -143,40 +143,44 @@ def optimal_scales(A, Bm, C, alpha, lam):
     scales = np.zeros((3, K))
     if not np.any(live):
         return tuple(scales)
-    sq = [F[:, live] ** 2 for F in factors]
     n2 = norms2[:, live]
     k = int(live.sum())
-    # u (3, k) = M v with v = (u_A, u_C): u_B = -u_A - u_C
-    M = np.zeros((3, 2))
-    M[0, 0] = M[2, 1] = 1.0
-    M[1] = -1.0
+    # the group terms: squared entries of the rows that are not zero (zero
+    # rows cost nothing at any scale)
+    groups = []
+    for r, F in enumerate(factors):
+        if lam[r] > 0:
+            sq = F[:, live] ** 2
+            groups.append((r, lam[r], sq[np.any(sq > 0, axis=1)]))
 
-    def terms(v):
-        u = M @ v.reshape(2, k)
-        w = np.exp(2 * u)
-        f = 0.0
-        grad = np.zeros((3, k))
-        hess = np.zeros((3, k, k))
-        for r in range(3):
-            ridge = alpha * w[r] * n2[r]
-            f += float(ridge.sum())
-            grad[r] += 2 * ridge
-            hess[r][np.diag_indices(k)] += 4 * ridge
-            if lam[r] > 0:
-                s = sq[r] * w[r]  # (d, k)
-                rho = np.sqrt(s.sum(axis=1))
-                on = rho > 0
-                s, rho = s[on], rho[on]
-                f += lam[r] * float(rho.sum())
+    def terms(v, derivatives=True):
+        # log-scales per role, v = (u_A, u_C) and u_B = -u_A - u_C
+        ua, uc = v[:k], v[k:]
+        w = np.exp(2 * np.stack([ua, -ua - uc, uc]))
+        ridge = alpha * w * n2  # (3, k)
+        f = float(ridge.sum())
+        if derivatives:
+            grad = 2 * ridge
+            hess = np.zeros((3, k, k))
+            hess[:, np.arange(k), np.arange(k)] = 4 * ridge
+        for r, weight, sq in groups:
+            s = sq * w[r]  # (d, k)
+            rho = np.sqrt(s.sum(axis=1))
+            f += weight * float(rho.sum())
+            if derivatives:
                 sr = s / rho[:, None]
-                grad[r] += lam[r] * sr.sum(axis=0)
-                hess[r][np.diag_indices(k)] += 2 * lam[r] * sr.sum(axis=0)
-                hess[r] -= lam[r] * (sr.T @ (s / (rho**2)[:, None]))
-        # chain rule through u = M v (per channel)
-        g = np.concatenate([M[:, j] @ grad for j in range(2)])
-        H = np.block(
-            [[np.tensordot(M[:, i] * M[:, j], hess, axes=1) for j in range(2)] for i in range(2)]
-        )
+                col = weight * sr.sum(axis=0)
+                grad[r] += col
+                hess[r][np.diag_indices(k)] += 2 * col
+                hess[r] -= weight * (sr.T @ (sr / rho[:, None]))
+        if not derivatives:
+            return f, None, None
+        # chain rule through u = M v
+        g = np.concatenate([grad[0] - grad[1], grad[2] - grad[1]])
+        H = np.empty((2 * k, 2 * k))
+        H[:k, :k] = hess[0] + hess[1]
+        H[k:, k:] = hess[2] + hess[1]
+        H[:k, k:] = H[k:, :k] = hess[1]
         return f, g, H
 
     v = np.zeros(2 * k)
@@ -190,14 +194,16 @@ def optimal_scales(A, Bm, C, alpha, lam):
             step = -g
         t, slope = 1.0, float(g @ step)
         while True:
-            f_new, g_new, H_new = terms(v + t * step)
+            f_new = terms(v + t * step, derivatives=False)[0]
             if f_new <= f + 1e-4 * t * slope or t < 1e-12:
                 break
             t *= 0.5
         if not f_new < f:
             break
-        v, f, g, H = v + t * step, f_new, g_new, H_new
-    scales[:, live] = np.exp(M @ v.reshape(2, k))
+        v = v + t * step
+        f, g, H = terms(v)
+    ua, uc = v[:k], v[k:]
+    scales[:, live] = np.exp(np.stack([ua, -ua - uc, uc]))
     return tuple(scales)
 
 
