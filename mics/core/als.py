@@ -973,107 +973,73 @@ def _fit_mic_model(
             accelerate,
             group,
         )
-        return _joint_stage(
-            op,
-            rank,
-            alpha_B,
-            alpha_W,
-            max_iter,
-            tol,
-            group,
-            best,
-            converged,
-            list(best.history),
-            np.asarray(dense_start.init_losses),
-            base_loss,
-        )
-
-    # Stage 2: modulation on the baseline residual, from several starts.
-    # The HOSVD start depends on the baseline only: shared by every K.
-    cache = op.__dict__.setdefault("_init_cache", {})
-    key = (rank, alpha_B)
-    if key not in cache:
-        cache[key] = interaction_init(op, B, D, basis=basis)
-    Ub, Uc = cache[key]
-    starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
-    if warm_start is not None and 0 < warm_start.weights.size <= K:
-        starts.append(warm_start_patterns(warm_start, Ub, Uc, K))
-    _, qf, mf = op.sizes
-    for _ in range(n_init):
-        # drawn and normalised in the full space, then mapped: a reduced
-        # operator's restarts are the full problem's
-        Bm0 = rng.standard_normal((qf, K))
-        C0 = rng.standard_normal((mf, K))
-        Bm0, C0 = Bm0 / np.linalg.norm(Bm0, axis=0), C0 / np.linalg.norm(C0, axis=0)
-        starts.append((op._draw("restart_target", Bm0), op._draw("modulator", C0)))
-    op.set_baseline(B, D, basis)
-    # Every start gets a short run; only the most promising is run to
-    # convergence (restarts then cost a few sweeps each, not a full fit).
-    n_probe = min(_PROBE_SWEEPS, max_iter)
-    # The probes are plain sweeps: which start is kept does not depend on
-    # the acceleration, only how fast it then converges.
-    results = [
-        _als_sweeps(op, Bm0, C0, alpha_W, base_penalty, n_probe, tol, accelerate=False)
-        for Bm0, C0 in starts
-    ]
-    init_losses = np.array([s.loss for s, _ in results])
-    best, converged = results[int(np.argmin(init_losses))]
-    # The history starts at the kept start's first sweep: a random start with
-    # penalised factors need not be below the channel-free loss at sweep one.
-    history = list(best.history)
-    if not converged and max_iter > n_probe:
-        best, converged = _als_sweeps(
-            op,
-            best.Bm,
-            best.C,
-            alpha_W,
-            base_penalty,
-            max_iter - n_probe,
-            tol,
-            best.A,
-            accelerate=accelerate,
-        )
-        history.extend(best.history)
-    if group is not None:
-        # The group penalty starts from the dense fit (its starts probed and
-        # run as above): from a start far from the channel, the first sparse
-        # block can zero every neuron, a stationary point the ALS never
-        # leaves. The history is that of the penalised loss only.
-        best, converged = _als_sweeps(
-            op, best.Bm, best.C, alpha_W, base_penalty, max_iter, tol, best.A, accelerate, group
-        )
         history = list(best.history)
-    return _joint_stage(
-        op,
-        rank,
-        alpha_B,
-        alpha_W,
-        max_iter,
-        tol,
-        group,
-        best,
-        converged,
-        history,
-        init_losses,
-        base_loss,
-    )
-
-
-def _joint_stage(
-    op,
-    rank,
-    alpha_B,
-    alpha_W,
-    max_iter,
-    tol,
-    group,
-    best,
-    converged,
-    history,
-    init_losses,
-    base_loss,
-):
-    """Stage 3 from the modulation stage's state ``best``, and the canonical :class:`MICFit`."""
+        init_losses = np.asarray(dense_start.init_losses)
+    else:
+        # Stage 2: modulation on the baseline residual, from several starts.
+        # The HOSVD start depends on the baseline only: shared by every K.
+        cache = op.__dict__.setdefault("_init_cache", {})
+        key = (rank, alpha_B)
+        if key not in cache:
+            cache[key] = interaction_init(op, B, D, basis=basis)
+        Ub, Uc = cache[key]
+        starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
+        if warm_start is not None and 0 < warm_start.weights.size <= K:
+            starts.append(warm_start_patterns(warm_start, Ub, Uc, K))
+        _, qf, mf = op.sizes
+        for _ in range(n_init):
+            # drawn and normalised in the full space, then mapped: a reduced
+            # operator's restarts are the full problem's
+            Bm0 = rng.standard_normal((qf, K))
+            C0 = rng.standard_normal((mf, K))
+            Bm0, C0 = Bm0 / np.linalg.norm(Bm0, axis=0), C0 / np.linalg.norm(C0, axis=0)
+            starts.append((op._draw("restart_target", Bm0), op._draw("modulator", C0)))
+        op.set_baseline(B, D, basis)
+        # Every start gets a short run; only the most promising is run to
+        # convergence (restarts then cost a few sweeps each, not a full fit).
+        n_probe = min(_PROBE_SWEEPS, max_iter)
+        # The probes are plain sweeps: which start is kept does not depend on
+        # the acceleration, only how fast it then converges.
+        results = [
+            _als_sweeps(op, Bm0, C0, alpha_W, base_penalty, n_probe, tol, accelerate=False)
+            for Bm0, C0 in starts
+        ]
+        init_losses = np.array([s.loss for s, _ in results])
+        best, converged = results[int(np.argmin(init_losses))]
+        # The history starts at the kept start's first sweep: a random start with
+        # penalised factors need not be below the channel-free loss at sweep one.
+        history = list(best.history)
+        if not converged and max_iter > n_probe:
+            best, converged = _als_sweeps(
+                op,
+                best.Bm,
+                best.C,
+                alpha_W,
+                base_penalty,
+                max_iter - n_probe,
+                tol,
+                best.A,
+                accelerate=accelerate,
+            )
+            history.extend(best.history)
+        if group is not None:
+            # The group penalty starts from the dense fit (its starts probed and
+            # run as above): from a start far from the channel, the first sparse
+            # block can zero every neuron, a stationary point the ALS never
+            # leaves. The history is that of the penalised loss only.
+            best, converged = _als_sweeps(
+                op,
+                best.Bm,
+                best.C,
+                alpha_W,
+                base_penalty,
+                max_iter,
+                tol,
+                best.A,
+                accelerate,
+                group,
+            )
+            history = list(best.history)
     n_iter = len(history)
     # Stage 3: alternate (baseline | channels) and (channels | baseline).
     A, Bm, C, H_int = best.A, best.Bm, best.C, best.H_int
@@ -1101,7 +1067,7 @@ def _joint_stage(
             f"MIC {stage} did not converge in max_iter={max_iter} sweeps; "
             "increase max_iter or tol.",
             ConvergenceWarning,
-            stacklevel=4,  # the caller of fit_mic_model
+            stacklevel=3,
         )
     converged = converged and joint_converged
     w, A, Bm, C = canonical_channels(A, Bm, C)
