@@ -17,14 +17,14 @@ Order (after the penalties of :mod:`mics.model.penalty_path`):
    patterns to make sparse and the path is not run.
 2. At the selected rank and ``K`` (and the chosen ``alpha_channels``), every
    fold fits the candidates from the smallest weight (0, the dense fit) to
-   the largest, each warm-started from the fold's fit at the previous
-   candidate as the ``alpha_channels`` path is
-   (:func:`mics.model.warm_path.warm_path`); the group-lasso sweeps of
-   each fit start from the fold's dense solution, as every sparse fit does
-   (:func:`mics.core.fit_mic_model`), so each fold fit follows the final
-   fit's procedure at that weight (without its random restarts). The
-   fold's dense fit is the path's first candidate; the sparse candidates
-   start from it (``dense_start``) rather than finding it again. A weight
+   the largest, on the engine of the ``alpha_channels`` path
+   (:func:`mics.model.warm_path.warm_path`). The group-lasso sweeps of
+   each sparse candidate start from the fold's dense fit, the path's first
+   candidate (``dense_start``), as every sparse fit starts from its dense
+   solution (:func:`mics.core.fit_mic_model`): each fold fit follows the
+   final fit's procedure at that weight, without its random restarts and
+   without finding the dense solution again. (Starting from the previous
+   candidate's sparse fit instead saves no sweeps.) A weight
    that sets every neuron of every channel of a fold to zero is the end of
    that fold's path: larger ones keep the channels empty, and repeat its
    loss without being fitted.
