@@ -212,6 +212,13 @@ def test_slow_fit_warns_and_names_what_helps(monkeypatch):
     with pytest.warns(UserWarning, match="estimated to take") as record:
         mics.MICs(cv=2, max_rank=1, max_channels=1, verbose=0).fit(X, Y, Z)
     assert "fixed rank and n_channels" in str(record[0].message)
+    # one fold after the other on a machine with more cores: say n_jobs
+    monkeypatch.setattr(solver_module.os, "cpu_count", lambda: 4)
+    with pytest.warns(UserWarning, match="n_jobs=-1"):
+        mics.MICs(cv=2, max_rank=1, max_channels=1, verbose=0).fit(X, Y, Z)
+    with pytest.warns(UserWarning, match="estimated to take") as record:
+        mics.MICs(cv=2, max_rank=1, max_channels=1, n_jobs=2, verbose=0).fit(X, Y, Z)
+    assert "n_jobs" not in str(record[0].message)
     # nothing to say about a small fixed fit at the real threshold
     monkeypatch.undo()
     with warnings.catch_warnings():

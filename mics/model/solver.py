@@ -26,6 +26,7 @@ faster one (``results/population/solver_choice.txt``).
 from __future__ import annotations
 
 import numbers
+import os
 import warnings
 
 from mics.core.stats import moment_nbytes
@@ -199,6 +200,11 @@ def warn_if_slow(params, n, sizes, fitted_sizes, solver):
             helps.append(f"{name}=k (k principal components, approximate)")
     if params["rank"] is None or params["n_channels"] is None:
         helps.append("fixed rank and n_channels (no selection), or a smaller cv or max_channels")
+        # the fold fits run on one BLAS thread each, one fold after the other
+        # unless n_jobs says otherwise: 0.73x on 2 cores at T = 20000,
+        # p = 1000 (results/many_neurons/)
+        if params.get("n_jobs") in (None, 1) and (os.cpu_count() or 1) > 1:
+            helps.append("n_jobs=-1 (the folds side by side, each job holding one fold's moments)")
     p, q, m = sizes
     warnings.warn(
         f"this fit (T={n}, p={p}, q={q}, m={m}, solver={solver!r}) is estimated to take "
