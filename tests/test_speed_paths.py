@@ -378,3 +378,47 @@ def test_solve_psd_reads_the_upper_triangle_in_either_memory_order(order):
     u = rng.standard_normal((12, 1))
     P = np.array(u @ u.T, order=order)
     np.testing.assert_allclose(solve_psd(P, B), np.linalg.pinv(u @ u.T) @ B, atol=1e-10)
+
+
+@pytest.mark.parametrize("path", ["moments", "data"])
+@pytest.mark.parametrize("alpha_B", [0.0, 3.0])
+def test_baseline_given_channels_is_the_dense_ridge_solve_on_their_residual(path, alpha_B):
+    # The joint stage's baseline solve updates the channel-free solution by
+    # rank-K terms. It must equal the dense ridge reduced-rank regression of
+    # the residual Y - Phi W (its cross-moments formed directly), and its
+    # loss the residual's penalised squared error.
+    X, Y, Z, _ = make_mic_data(T=400, p=14, q=9, m=3, seed=8)
+    cm = compute_moments(X, Y, Z).centered()
+    op = MomentOperator(cm) if path == "moments" else DataOperator(cm, X, Y, Z)
+    rng = np.random.default_rng(1)
+    A, Bm, C = (
+        rng.standard_normal((14, 2)),
+        rng.standard_normal((9, 2)),
+        rng.standard_normal((3, 2)),
+    )
+    H_int = op.interaction_gram(A, C)
+    ux, uz, rw2 = op.channel_crosses(A, Bm, C, H_int)
+    Sxr, Szr = op.Sxy - ux @ Bm.T, op.Szy - uz @ Bm.T
+    Szz_inv = np.linalg.inv(op.Szz)
+    Sxx_t = op.Sxx - op.Sxz @ Szz_inv @ op.Sxz.T + alpha_B * np.eye(14)
+    Sxr_t = Sxr - op.Sxz @ Szz_inv @ Szr
+    B_full = np.linalg.solve(Sxx_t, Sxr_t)
+    evals, V = np.linalg.eigh(B_full.T @ Sxr_t)
+    V = V[:, ::-1]
+    ranks = [0, 1, 3]
+    path = baseline_path(op, ranks, alpha_B, (A, Bm, C), H_int)
+    for (B, D, loss, _), r in zip(path, ranks, strict=True):
+        B0 = B_full @ V[:, :r] @ V[:, :r].T
+        D0 = Szz_inv @ (Szr - op.Sxz.T @ B0)
+        np.testing.assert_allclose(B, B0, rtol=1e-9, atol=1e-9 * np.abs(B0).max(initial=1))
+        np.testing.assert_allclose(D, D0, rtol=1e-9, atol=1e-9 * np.abs(D0).max(initial=1))
+        direct = (
+            rw2
+            - 2 * np.sum(B0 * Sxr)
+            - 2 * np.sum(D0 * Szr)
+            + np.sum(B0 * (op.Sxx @ B0))
+            + 2 * np.sum(B0 * (op.Sxz @ D0))
+            + np.sum(D0 * (op.Szz @ D0))
+            + alpha_B * np.sum(B0**2)
+        )
+        assert loss == pytest.approx(direct, rel=1e-10)
