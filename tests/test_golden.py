@@ -1,7 +1,7 @@
 """Golden values: results of the code at one commit, frozen.
 
 ``tests/golden/*.npz`` were written by ``tests/golden/make_golden.py`` from
-commit ce63b4b (its docstring says how to regenerate them, and their
+commit 2d73b1c (its docstring says how to regenerate them, and their
 history: first frozen at ca89bfb before the subpackage restructure, which
 reproduced them bit for bit). Each test recomputes one group with the case function of that script
 (public API only: ``mics.MICs``, ``mics.test_modulation``, ...) and compares
