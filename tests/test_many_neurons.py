@@ -224,25 +224,3 @@ def test_slow_fit_warns_and_names_what_helps(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         mics.MICs(rank=1, n_channels=1, verbose=0).fit(X, Y, Z)
-
-
-def test_large_solves_keep_the_callers_blas_threads_small_ones_get_one():
-    # Fits whose largest dense solve reaches THREADED_ORDER run on the BLAS
-    # threads the caller allows (unless their folds run side by side);
-    # smaller ones on one thread, as before.
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    from mics.core.linalg import THREADED_ORDER, blas_threads_for
-
-    def blas_threads():
-        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
-
-    with threadpool_limits(limits=2, user_api="blas"):
-        outside = blas_threads()
-        with blas_threads_for(THREADED_ORDER - 1):
-            assert blas_threads() == {1}
-        with blas_threads_for(THREADED_ORDER):
-            assert blas_threads() == outside
-        with blas_threads_for(10 * THREADED_ORDER, side_by_side=True):
-            assert blas_threads() == {1}
-        assert blas_threads() == outside

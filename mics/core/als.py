@@ -29,7 +29,7 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
 from mics.core.grams import WeightedGrams
-from mics.core.linalg import blas_threads_for, canonical_signs, solve_psd
+from mics.core.linalg import canonical_signs, single_blas_thread, solve_psd
 
 __all__ = [
     "MomentOperator",
@@ -908,8 +908,7 @@ def fit_mic_model(
     MICFit
         ``converged`` is False when a stage stopped at ``max_iter``.
     """
-    # many small dense solves on one thread, large ones on the caller's threads
-    with blas_threads_for(max(op.p, op.m)):
+    with single_blas_thread():  # many small dense solves: see its docstring
         return _fit_mic_model(
             op,
             rank,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from functools import cache
 
 import numpy as np
@@ -10,13 +9,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 from threadpoolctl import ThreadpoolController
 
-__all__ = [
-    "canonical_signs",
-    "solve_psd",
-    "orthonormal_svd",
-    "single_blas_thread",
-    "blas_threads_for",
-]
+__all__ = ["canonical_signs", "solve_psd", "orthonormal_svd", "single_blas_thread"]
 
 
 @cache
@@ -36,28 +29,6 @@ def single_blas_thread():
     Parallelism belongs one level up (folds, permutations: joblib/Dask).
     """
     return _controller().limit(limits=1, user_api="blas")
-
-
-# Order of the largest dense solve from which a fit leaves BLAS the threads
-# its caller allows. Below it the sweeps are dominated by small solves and
-# Python overhead, where threads gain nothing; above it the Cholesky
-# factorisations and Gram products are large enough to share: on 2 cores a
-# Cholesky of order 1000 runs 1.7x and of 2000 1.8x faster on two threads.
-THREADED_ORDER = 512
-
-
-def blas_threads_for(order, *, side_by_side=False):
-    """Context manager for the BLAS threads of fits whose largest dense solve has ``order``.
-
-    One thread (:func:`single_blas_thread`) when the solves are small or the
-    fits run side by side (``side_by_side``: parallel folds share the cores
-    already); otherwise no limit beyond the caller's (a joblib worker's
-    limit, for example, stays). Fits of ``order >= THREADED_ORDER`` are then
-    not bit-for-bit the same on machines with different numbers of cores.
-    """
-    if side_by_side or order < THREADED_ORDER:
-        return single_blas_thread()
-    return nullcontext()
 
 
 def canonical_signs(vectors):

@@ -23,7 +23,7 @@ from mics.core.heldout import (
     one_sem_rule,
     sums_heldout_loss,
 )
-from mics.core.linalg import blas_threads_for
+from mics.core.linalg import single_blas_thread
 from mics.core.rrr import fit_reduced_rank, reduced_rank_path_from_sums
 from mics.core.sparse import sparse_settings
 from mics.core.stats import RawLinearMoments
@@ -387,11 +387,9 @@ def select_from_moments(estimator, total, folds, rng, data=None):
     embedding = getattr(estimator, "embedding_", None)
     if embedding is not None:  # the candidates are the full problem's
         p, q, m = embedding.sizes
-    from joblib import effective_n_jobs
-
-    # Set once, before any worker thread starts (per-thread limits would
-    # race): one BLAS thread for small solves or folds side by side
-    with blas_threads_for(max(p, m), side_by_side=effective_n_jobs(estimator.n_jobs) > 1):
+    # Set once, before any worker thread starts: the fold fits are small dense
+    # solves (see fit_mic_model), and per-thread limits would race.
+    with single_blas_thread():
         return _select(estimator, total, folds, data, rng, p, q, m)
 
 
