@@ -562,9 +562,9 @@ _STEP_MAX = 16.0
 # sixth iteration on. Most fits converge there in 2-3 iterations and are
 # unchanged by it; where the baseline and the channels compete for the same
 # variance (more neurons than samples, a large modulator population, short
-# null recordings) the stage crawled: 130 iterations at T = 2000, p = 3000,
-# and at T = 500, p = 800 the cap of 200, 0.3% above the loss it reaches in
-# 129 with the line search (results/many_neurons/).
+# null recordings) the stage crawled: a fit at T = 2000, p = 3000 took 156
+# sweeps, 73 with it, and at T = 500, p = 800, q = 50 128 sweeps, 72 with it
+# (results/many_neurons/).
 _JOINT_EXTRAPOLATE_AFTER = 5
 # ... and only where it lowers the loss by more than its rounding: near the
 # optimum the losses differ at 1e-15, and a step accepted on rounding would
