@@ -888,8 +888,9 @@ def fit_mic_model(
         come from data that include the held-out block.
     accelerate : bool, default=True
         Line search along the last update in the modulation stage (after the
-        probe sweeps that choose the start): a step is kept only where it
-        lowers the loss, so ``loss_history`` never increases either way.
+        probe sweeps that choose the start) and in the joint stage (from its
+        sixth iteration): a step is kept only where it lowers the loss, so
+        ``loss_history`` never increases either way.
     group_penalty : GroupPenalty, optional
         Group-lasso weights on the neurons of the channel factors
         (:mod:`mics.core.sparse`, from :func:`penalties` with ``sparsity``);
@@ -1101,7 +1102,7 @@ def _fit_mic_model(
         )
         previous = A, Bm, C
         A, Bm, C, H_int, loss = state.A, state.Bm, state.C, state.H_int, state.loss
-        if iteration >= _JOINT_EXTRAPOLATE_AFTER:
+        if accelerate and iteration >= _JOINT_EXTRAPOLATE_AFTER:
             # the channels pushed on along their last change and the baseline
             # solved again for them; kept, with that baseline, only where the
             # loss is lower (so the loss never increases). Under a group
