@@ -27,10 +27,11 @@ solution): every group with channel fits moved, with the same ranks and
 numbers of channels everywhere (largest difference over the largest value:
 1.1e-4 in the selection groups, 6.7e-3 in ``semedo_fixed``, 1.0e-2 in the
 trial-null test, whose statistic went from 0.13061 to 0.13023 with the same
-p-value); fits that crawled stop sooner (66 sweeps in place of 124 in
-``selection_trials``, 52 in place of 94 in ``park_fixed``). ``inputs`` and
-both ``rrr`` groups regenerated bit for bit. Regenerate only for a deliberate change of results, from a clean
-checkout of the commit that makes it, and say so in that commit.
+p-value); fits that crawled stop sooner (loss histories of 66 entries in
+place of 124 in ``selection_trials``, 52 in place of 94 in ``park_fixed``).
+``inputs`` and both ``rrr`` groups regenerated bit for bit. Regenerate only
+for a deliberate change of results, from a clean checkout of the commit
+that makes it, and say so in that commit.
 
 **The values are defined by that commit. Regenerate them only with the
 package of that commit imported**; running this script on later code would
