@@ -22,7 +22,7 @@ shared recordings (``$MICS_DATA_DIR`` or ``../shared/data``).
 
 Usage::
 
-    python studies/validation/park_trials.py --n-perm 4   # about 10 s on 2 idle cores
+    python studies/validation/park_trials.py --n-perm 19   # the committed run, 10 s
 """
 
 from __future__ import annotations
