@@ -1092,9 +1092,13 @@ def _fit_mic_model(
         out = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
         return out + group.value(A, Bm, C) if group is not None else out
 
+    solved = None  # the baseline of an accepted line-search point: already solved
     for iteration in range(max_iter):
         prev = history[-1]
-        B, D, joint_loss, basis = baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0]
+        if solved is None:
+            solved = baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0]
+        B, D, joint_loss, basis = solved
+        solved = None
         history.append(joint_loss + channel_penalty(A, Bm, C))
         op.set_baseline(B, D, basis)
         state, _ = _als_sweeps(
@@ -1117,7 +1121,7 @@ def _fit_mic_model(
             loss_e = baseline_e[2] + channel_penalty(A_e, Bm_e, C_e)
             if loss_e < loss - _JOINT_STEP_GAIN * abs(loss):
                 A, Bm, C, H_int, loss = A_e, Bm_e, C_e, H_e, loss_e
-                B, D, _, basis = baseline_e
+                B, D, _, basis = solved = baseline_e
                 step = min(step * _STEP_GROWTH, _STEP_MAX)
             else:
                 step = _STEP_START
