@@ -29,7 +29,13 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
 from mics.core.grams import WeightedGrams
-from mics.core.linalg import canonical_signs, single_blas_thread, solve_psd
+from mics.core.linalg import (
+    LazySystem,
+    WarmStartedSolves,
+    canonical_signs,
+    single_blas_thread,
+    solve_psd,
+)
 
 __all__ = [
     "MomentOperator",
@@ -45,6 +51,11 @@ __all__ = [
 _PROBE_SWEEPS = 5
 # Largest K * d for which a factor's channels are solved jointly.
 _JOINT_SOLVE_MAX = 256
+# Smallest order of a channel-by-channel solve done by warm-started conjugate
+# gradients rather than a fresh Cholesky factorisation (WarmStartedSolves):
+# where the factorisation costs more than about 8 iterations
+# (studies/performance/source_solve.py, results/many_neurons/).
+_CG_MIN_ORDER = 1000
 # Largest p m q for which the start forms the full interaction estimate;
 # above it the unfoldings are sketched (see interaction_init).
 _EXACT_INIT_MAX = 1_000_000
@@ -114,6 +125,13 @@ class MomentOperator(_LinearPart):
     cm : CenteredMoments
         With the interaction moments (``M``, ``Sphix``, ``Sphiz``, ``Sphiy``).
     """
+
+    #: Conjugate-gradient iterations a large source solve may take before its
+    #: system is factorised afresh (:class:`~mics.core.linalg.WarmStartedSolves`):
+    #: one iteration reads the formed system and its factor, about 1/10 to
+    #: 1/20 of a factorisation at orders 1000 to 3000; more allowed
+    #: iterations measured no faster (studies/performance/source_solve.py).
+    cg_iterations = 8
 
     def __init__(self, cm):
         self._init_linear(cm)
@@ -219,6 +237,12 @@ class DataOperator(_LinearPart):
         Training rows (a cross-validation fold): gathered and centred in one
         copy per array, the only copy of the data the fold makes.
     """
+
+    #: As :attr:`MomentOperator.cg_iterations`. Here an iteration costs two
+    #: passes over the scaled data (``O(T d)``) and a factorisation must first
+    #: form the system (``O(T d^2)``): at T = 20000, d = 2000 the fixed fit took
+    #: 55 s with 25 or 50, 72 s with 8 and 99 s by factorisations only.
+    cg_iterations = 50
 
     def __init__(self, cm, X, Y, Z, rows=None):
         self._init_linear(cm)
@@ -346,7 +370,7 @@ def _contract_pair(N, V):
     return np.einsum("ak,kla->kl", V, NV)
 
 
-def _solve_factor(N, BtB, rhs, alpha, current, joint=None):
+def _solve_factor(N, BtB, rhs, alpha, current, joint=None, solves=None, mode=None):
     """Exact ridge minimisation over one factor matrix given the others.
 
     The design's Gram is ``H[(k, i), (l, j)] = BtB[k, l] N[k, l, i, j]``.
@@ -370,6 +394,12 @@ def _solve_factor(N, BtB, rhs, alpha, current, joint=None):
     joint : bool, optional
         Solve jointly; by default when ``K d <= _JOINT_SOLVE_MAX`` (a
         reduced operator decides by the full problem's ``d``).
+    solves : WarmStartedSolves, optional
+        Solves the channel-by-channel systems (warm-started conjugate
+        gradients for large ``d``), each channel's as sequence
+        ``(mode, k)``; by default each is a fresh :func:`solve_psd`.
+    mode : str, optional
+        Which factor this is (the sequence key of ``solves``).
 
     Returns
     -------
@@ -387,10 +417,30 @@ def _solve_factor(N, BtB, rhs, alpha, current, joint=None):
         for l in range(K):
             if l != k:
                 g -= BtB[k, l] * (N[k, l] @ F[:, l])
-        H = BtB[k, k] * N[k, k]  # a new array: the ridge goes on its diagonal in place
-        H.flat[:: d + 1] += alpha
-        F[:, k] = solve_psd(H, g)
+        system = _channel_system(N, BtB[k, k], alpha, k)
+        if solves is None:
+            F[:, k] = solve_psd(system.dense(), g)
+        else:
+            F[:, k] = solves.solve((mode, k), system, g, F[:, k])
     return F
+
+
+def _channel_system(N, b, alpha, k):
+    """Channel ``k``'s system ``b N[k, k] + alpha I``, formed only when needed.
+
+    On the data path (a lazy :class:`~mics.core.grams.WeightedGrams`) its
+    products with vectors cost ``O(T d)`` without forming ``N[k, k]``
+    (``O(T d^2)``): warm-started conjugate gradients need only those.
+    """
+    d = N.shape[2]
+    times = N.times if isinstance(N, WeightedGrams) else (lambda k, f: N[k, k] @ f)
+
+    def dense():
+        H = b * N[k, k]  # a new array: the ridge goes on its diagonal in place
+        H.flat[:: d + 1] += alpha
+        return H
+
+    return LazySystem(d, lambda f: b * times(k, f) + alpha * f, dense)
 
 
 @dataclass
@@ -504,6 +554,7 @@ class _ALSState:
     H_int: np.ndarray
     loss: float
     history: list = field(default_factory=list)
+    solves: WarmStartedSolves = None
 
 
 def _balance(A, Bm, C):
@@ -574,7 +625,17 @@ _JOINT_STEP_GAIN = 1e-12
 
 
 def _als_sweeps(
-    op, Bm, C, alpha_W, base_penalty, max_iter, tol, A=None, accelerate=True, group=None
+    op,
+    Bm,
+    C,
+    alpha_W,
+    base_penalty,
+    max_iter,
+    tol,
+    A=None,
+    accelerate=True,
+    group=None,
+    solves=None,
 ):
     """ALS over (source, modulator, target) patterns with the baseline fixed.
 
@@ -584,13 +645,18 @@ def _als_sweeps(
     step along the last update (kept only when it lowers the loss).
     ``group`` (a :class:`mics.core.sparse.GroupPenalty`) replaces the block
     solves by their group-lasso versions; the loss, and hence every
-    acceptance test, then includes the group penalty.
+    acceptance test, then includes the group penalty. ``solves`` (a
+    :class:`~mics.core.linalg.WarmStartedSolves`) carries the large
+    channel-by-channel solves' factorisations from an earlier run of the
+    same start (a new one by default).
 
-    Returns the state after convergence (or ``max_iter`` sweeps) and
-    whether it converged.
+    Returns the state after convergence (or ``max_iter`` sweeps), with its
+    ``solves``, and whether it converged.
     """
     history = []
     state = None
+    if solves is None:
+        solves = WarmStartedSolves(_CG_MIN_ORDER, max_iter=op.cg_iterations)
     converged = False
     previous = None
     step = _STEP_START
@@ -605,9 +671,11 @@ def _als_sweeps(
             A, Bm, C, H_int, loss = group.sweep(op, A, Bm, C, alpha_W, base_penalty)
         else:
             BtB = Bm.T @ Bm
-            A = _solve_factor(op.gram_source(C), BtB, op.rhs_source(C, Bm), alpha_W, A, joint_a)
+            A = _solve_factor(
+                op.gram_source(C), BtB, op.rhs_source(C, Bm), alpha_W, A, joint_a, solves, "A"
+            )
             N_A = op.gram_modulator(A)
-            C = _solve_factor(N_A, BtB, op.rhs_modulator(A, Bm), alpha_W, C, joint_c)
+            C = _solve_factor(N_A, BtB, op.rhs_modulator(A, Bm), alpha_W, C, joint_c, solves, "C")
             # the squared error alone is invariant to the rebalancing that follows
             Bm, H_int, sq_err = _target_block(op, A, C, alpha_W, N_A)
             A, Bm, C, H_int = _balanced(A, Bm, C, H_int)
@@ -628,7 +696,7 @@ def _als_sweeps(
                 step = _STEP_START
         previous = (A, C)
         history.append(loss)
-        state = _ALSState(A, Bm, C, H_int, loss)
+        state = _ALSState(A, Bm, C, H_int, loss, solves=solves)
         if len(history) > 1 and history[-2] - loss <= tol * abs(history[-2]):
             converged = True
             break
@@ -977,6 +1045,9 @@ def _fit_mic_model(
 ):
     rng = np.random.default_rng(random_state)
     group = group_penalty
+    # the large source solves of every stage and start of this fit: each
+    # preconditions the next (a start's first solves by another start's factor)
+    solves = WarmStartedSolves(_CG_MIN_ORDER, max_iter=op.cg_iterations)
     B, D, base_loss, basis = baseline_path(op, [rank], alpha_B)[0]
     p, q, m = op.p, op.q, op.m
     K = n_channels
@@ -1043,7 +1114,9 @@ def _fit_mic_model(
         # The probes are plain sweeps: which start is kept does not depend on
         # the acceleration, only how fast it then converges.
         results = [
-            _als_sweeps(op, Bm0, C0, alpha_W, base_penalty, n_probe, tol, accelerate=False)
+            _als_sweeps(
+                op, Bm0, C0, alpha_W, base_penalty, n_probe, tol, accelerate=False, solves=solves
+            )
             for Bm0, C0 in starts
         ]
         init_losses = np.array([s.loss for s, _ in results])
@@ -1062,6 +1135,7 @@ def _fit_mic_model(
                 tol,
                 best.A,
                 accelerate=accelerate,
+                solves=solves,
             )
             history.extend(best.history)
         if group is not None:
@@ -1102,7 +1176,17 @@ def _fit_mic_model(
         history.append(joint_loss + channel_penalty(A, Bm, C))
         op.set_baseline(B, D, basis)
         state, _ = _als_sweeps(
-            op, Bm, C, alpha_W, alpha_B * np.sum(B**2), 1, tol, A, accelerate=False, group=group
+            op,
+            Bm,
+            C,
+            alpha_W,
+            alpha_B * np.sum(B**2),
+            1,
+            tol,
+            A,
+            accelerate=False,
+            group=group,
+            solves=solves,
         )
         previous = A, Bm, C
         A, Bm, C, H_int, loss = state.A, state.Bm, state.C, state.H_int, state.loss

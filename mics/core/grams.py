@@ -11,8 +11,12 @@ The diagonal blocks ``F^T diag(v_k^2) F`` are symmetric rank-T updates
 blocks are only needed whole when all channels are solved jointly; the
 channel-by-channel update multiplies them by a vector, which costs
 ``O(T d)`` straight from the scaled rows instead of ``O(T d^2)`` to form
-them. :class:`WeightedGrams` therefore forms the diagonal blocks and
-answers the rest lazily; ``np.asarray`` materialises every block.
+them. :class:`WeightedGrams` therefore answers the off-diagonal blocks
+lazily, and forms a diagonal block only when it is first asked for: a
+large channel-by-channel solve by warm-started conjugate gradients
+(:class:`mics.core.linalg.WarmStartedSolves`) needs it only as products
+with vectors (:meth:`WeightedGrams.times`), ``O(T d)`` each.
+``np.asarray`` materialises every block.
 """
 
 from __future__ import annotations
@@ -65,23 +69,35 @@ class WeightedGrams:
         if means is None:
             means = F.T @ V / T
         self.means = [means[:, k] for k in range(K)]
-        self.diagonal = []
-        for k in range(K):
+        self._diagonal = [None] * K
+
+    def diagonal(self, k):
+        """The block ``N[k, k]`` of shape (d, d), formed at the first call."""
+        if self._diagonal[k] is None:
             # dsyrk on the transposed (Fortran) view of C-ordered rows: no copy
             c = blas.dsyrk(1.0, self.scaled[k].T, trans=0, lower=0)
             c += np.triu(c, 1).T
-            c -= T * np.outer(self.means[k], self.means[k])
-            self.diagonal.append(c)
+            c -= self.n * np.outer(self.means[k], self.means[k])
+            self._diagonal[k] = c
+        return self._diagonal[k]
+
+    def times(self, k, f):
+        """``N[k, k] @ f`` without forming the block (``O(T d)``) unless it is formed already."""
+        if self._diagonal[k] is not None:
+            return self._diagonal[k] @ f
+        return self.scaled[k].T @ (self.scaled[k] @ f) - self.n * self.means[k] * (
+            self.means[k] @ f
+        )
 
     def __getitem__(self, index):
         k, l = index
-        return self.diagonal[k] if k == l else _OffDiagonal(self, k, l)
+        return self.diagonal(k) if k == l else _OffDiagonal(self, k, l)
 
     def __array__(self, dtype=None, copy=None):
         K, _, d, _ = self.shape
         N = np.empty(self.shape)
         for k in range(K):
-            N[k, k] = self.diagonal[k]
+            N[k, k] = self.diagonal(k)
             for l in range(k + 1, K):
                 N[k, l] = self.scaled[k].T @ self.scaled[l] - self.n * np.outer(
                     self.means[k], self.means[l]

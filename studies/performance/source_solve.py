@@ -1,0 +1,167 @@
+"""Cholesky or warm-started conjugate gradients for the large source solves (issue 34, item 3)?
+
+With thousands of source neurons (or as many sample coordinates, p > T),
+each ALS sweep solves one ridge system of order ``d`` per channel for the
+source patterns (``mics.core.als._solve_factor``, channel by channel). A
+fresh Cholesky factorisation costs ``d^3 / 3`` flops. From
+``mics.core.als._CG_MIN_ORDER`` up, the fits use
+:class:`mics.core.linalg.WarmStartedSolves` instead: conjugate gradients
+started from the present patterns and preconditioned by the Cholesky factor
+of an earlier sweep's system of the same channel, to a relative residual of
+1e-10, refactorised when that takes more than 8 iterations.
+
+Two measurements say where each wins:
+
+1. **One of each, by order** (one BLAS thread, as the fits run): a
+   factorisation plus solve against one iteration (a product with the
+   system and a preconditioner solve). Their ratio is the number of
+   iterations at which the two break even.
+2. **Whole fits, both ways, in the same run**: ``MICs(rank=3,
+   n_channels=2).fit`` on ``benchmarks.data`` with ``_CG_MIN_ORDER`` set
+   below the case's order (conjugate gradients) and above it (Cholesky
+   only), alternating, ``--repeats`` times each. Reports median times,
+   their ratio, sweeps, how many solves each way, and the difference of
+   the final losses.
+
+Writes ``results/many_neurons/source_solve.md`` (``--out``).
+
+Usage::
+
+    python studies/performance/source_solve.py                  # d = 1000 and 2000
+    python studies/performance/source_solve.py --cases T2000_p3000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import linalg
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import mics  # noqa: E402
+from benchmarks import data, quiet, warm_up  # noqa: E402
+from mics.core import als  # noqa: E402
+from mics.core.linalg import WarmStartedSolves, single_blas_thread  # noqa: E402
+
+#: (T, p, q) of each whole-fit case (m = 3) and the order of its source solves.
+CASES = {
+    "T1000_p1500": dict(T=1000, p=1500, q=200),  # p > T: d = 1000 sample coordinates
+    "T20000_p1000": dict(T=20000, p=1000, q=500),  # d = 1000 neurons
+    "T2000_p3000": dict(T=2000, p=3000, q=200),  # p > T: d = 2000 (benchmarks/many_neurons.py)
+}
+
+
+def unit_costs(orders, repeats=5, seed=0):
+    """Median seconds of one factorisation + solve and of one CG iteration, by order."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in orders:
+        A = rng.standard_normal((d, d + 10))
+        H = A @ A.T + d * np.eye(d)
+        g = rng.standard_normal(d)
+        factor = linalg.cho_factor(H, check_finite=False)
+        chol, step = [], []
+        with single_blas_thread():
+            for _ in range(repeats):
+                t = time.perf_counter()
+                linalg.cho_solve(linalg.cho_factor(H, check_finite=False), g, check_finite=False)
+                chol.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                linalg.cho_solve(factor, H @ g, check_finite=False)
+                step.append(time.perf_counter() - t)
+        out.append((d, float(np.median(chol)), float(np.median(step))))
+    return out
+
+
+def whole_fits(case, repeats):
+    """Median seconds, sweeps, solve counts and final loss of the fit, CG on and off."""
+    X, Y, Z = data(**CASES[case], m=3, rank=3, n_channels=2)
+    made = []
+
+    class Counted(WarmStartedSolves):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    original = (als._CG_MIN_ORDER, als.WarmStartedSolves)
+    runs = {"cholesky": [], "cg": []}
+    try:
+        als.WarmStartedSolves = Counted
+        for _ in range(repeats):
+            for how in runs:
+                als._CG_MIN_ORDER = 10**9 if how == "cholesky" else 2
+                made.clear()
+                t = time.perf_counter()
+                with quiet():
+                    est = mics.MICs(rank=3, n_channels=2, random_state=0, verbose=0).fit(X, Y, Z)
+                seconds = time.perf_counter() - t
+                counts = {k: sum(s.counts[k] for s in made) for k in ("cg", "factorised")}
+                runs[how].append((seconds, est.n_iter_, counts, est.loss_history_[-1]))
+    finally:
+        als._CG_MIN_ORDER, als.WarmStartedSolves = original
+    return runs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "results" / "many_neurons" / "source_solve.md"
+    )
+    parser.add_argument("--orders", nargs="+", type=int, default=[500, 1000, 2000, 3000])
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args(argv)
+    warm_up()
+    load = os.getloadavg()[0]
+    lines = [
+        "# Cholesky or warm-started conjugate gradients for the source solves",
+        "",
+        "Written by `studies/performance/source_solve.py` (load "
+        f"{load:.1f} at the start). The fits' `_CG_MIN_ORDER` is "
+        f"{als._CG_MIN_ORDER}.",
+        "",
+        "## One of each, by order (one BLAS thread)",
+        "",
+        "| order | factorisation + solve (ms) | one CG iteration (ms) | break-even iterations |",
+        "|---|---|---|---|",
+    ]
+    for d, chol, step in unit_costs(args.orders):
+        lines.append(f"| {d} | {1e3 * chol:.1f} | {1e3 * step:.2f} | {chol / step:.1f} |")
+    lines += [
+        "",
+        "## Whole fits, `MICs(rank=3, n_channels=2)`, both ways alternating "
+        f"({args.repeats} each)",
+        "",
+        "| case | order | Cholesky (s) | CG (s) | ratio | sweeps | source solves by CG / "
+        "factorised | final loss, relative difference |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for case in args.cases:
+        runs = whole_fits(case, args.repeats)
+        T, p = CASES[case]["T"], CASES[case]["p"]
+        chol = float(np.median([r[0] for r in runs["cholesky"]]))
+        cg = float(np.median([r[0] for r in runs["cg"]]))
+        _, n_chol, _, loss_chol = runs["cholesky"][0]
+        _, n_cg, counts, loss_cg = runs["cg"][0]
+        lines.append(
+            f"| T={T}, p={p} | {min(T, p)} | {chol:.1f} | {cg:.1f} | {cg / chol:.2f} | "
+            f"{n_chol} / {n_cg} | {counts['cg']} / {counts['factorised']} | "
+            f"{abs(loss_cg - loss_chol) / loss_chol:.1e} |"
+        )
+        print(lines[-1], flush=True)
+    lines += ["", f"Load {os.getloadavg()[0]:.1f} at the end."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
