@@ -128,11 +128,12 @@ def test_a_fit_with_warm_started_solves_is_the_fit_with_direct_solves(
     # to be factorised
     X, Y, Z, _ = make_mic_data(T=300, p=400, q=30, m=3, seed=4)
     fits = {}
-    for min_order in (10**9, 100):
-        monkeypatch.setattr(als, "_CG_MIN_ORDER", min_order)
+    for min_order in (np.inf, 100):
+        for operator in (als.MomentOperator, als.DataOperator):
+            monkeypatch.setattr(operator, "cg_min_order", min_order)
         est = mics.MICs(rank=2, n_channels=2, random_state=0, verbose=0, solver=solver)
         fits[min_order] = est.fit(X, Y, Z)
-    direct, warm = fits[10**9], fits[100]
+    direct, warm = fits[np.inf], fits[100]
     counts = {k: sum(s.counts[k] for s in counted_solves) for k in ("cg", "factorised")}
     # both kinds of solve were exercised, conjugate gradients dozens of times
     assert counts["cg"] >= 50 and counts["factorised"] > 0

@@ -51,11 +51,6 @@ __all__ = [
 _PROBE_SWEEPS = 5
 # Largest K * d for which a factor's channels are solved jointly.
 _JOINT_SOLVE_MAX = 256
-# Smallest order of a channel-by-channel solve done by warm-started conjugate
-# gradients rather than a fresh Cholesky factorisation (WarmStartedSolves):
-# where the factorisation costs more than about 8 iterations
-# (studies/performance/source_solve.py, results/many_neurons/).
-_CG_MIN_ORDER = 1000
 # Largest p m q for which the start forms the full interaction estimate;
 # above it the unfoldings are sketched (see interaction_init).
 _EXACT_INIT_MAX = 1_000_000
@@ -126,11 +121,15 @@ class MomentOperator(_LinearPart):
         With the interaction moments (``M``, ``Sphix``, ``Sphiz``, ``Sphiy``).
     """
 
-    #: Conjugate-gradient iterations a large source solve may take before its
-    #: system is factorised afresh (:class:`~mics.core.linalg.WarmStartedSolves`):
-    #: one iteration reads the formed system and its factor, about 1/10 to
-    #: 1/20 of a factorisation at orders 1000 to 3000; more allowed
-    #: iterations measured no faster (studies/performance/source_solve.py).
+    #: Smallest order of a channel-by-channel solve done by warm-started
+    #: conjugate gradients (:class:`~mics.core.linalg.WarmStartedSolves`),
+    #: and the iterations one may take before its system is factorised
+    #: afresh. Here the systems are formed from the moments at every sweep
+    #: anyway, and a fresh factorisation costs 9 to 22 iterations (orders
+    #: 500 to 3000): whole fits at orders 1000 and 2000 took 0.93 to 1.03x
+    #: the time with them, so this path factorises (infinite order;
+    #: studies/performance/source_solve.py, results/many_neurons/).
+    cg_min_order = np.inf
     cg_iterations = 8
 
     def __init__(self, cm):
@@ -238,10 +237,12 @@ class DataOperator(_LinearPart):
         copy per array, the only copy of the data the fold makes.
     """
 
-    #: As :attr:`MomentOperator.cg_iterations`. Here an iteration costs two
+    #: As :attr:`MomentOperator.cg_min_order`. Here an iteration costs two
     #: passes over the scaled data (``O(T d)``) and a factorisation must first
-    #: form the system (``O(T d^2)``): at T = 20000, d = 2000 the fixed fit took
-    #: 55 s with 25 or 50, 72 s with 8 and 99 s by factorisations only.
+    #: form the system (``O(T d^2)``): at T = 20000 the fixed fit took 0.78x
+    #: the time at d = 1000; at d = 2000, 0.56x with 25 or 50 iterations,
+    #: 0.73x with 8 (studies/performance/source_solve.py).
+    cg_min_order = 1000
     cg_iterations = 50
 
     def __init__(self, cm, X, Y, Z, rows=None):
@@ -656,7 +657,7 @@ def _als_sweeps(
     history = []
     state = None
     if solves is None:
-        solves = WarmStartedSolves(_CG_MIN_ORDER, max_iter=op.cg_iterations)
+        solves = WarmStartedSolves(op.cg_min_order, max_iter=op.cg_iterations)
     converged = False
     previous = None
     step = _STEP_START
@@ -1047,7 +1048,7 @@ def _fit_mic_model(
     group = group_penalty
     # the large source solves of every stage and start of this fit: each
     # preconditions the next (a start's first solves by another start's factor)
-    solves = WarmStartedSolves(_CG_MIN_ORDER, max_iter=op.cg_iterations)
+    solves = WarmStartedSolves(op.cg_min_order, max_iter=op.cg_iterations)
     B, D, base_loss, basis = baseline_path(op, [rank], alpha_B)[0]
     p, q, m = op.p, op.q, op.m
     K = n_channels

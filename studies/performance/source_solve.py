@@ -3,12 +3,14 @@
 With thousands of source neurons (or as many sample coordinates, p > T),
 each ALS sweep solves one ridge system of order ``d`` per channel for the
 source patterns (``mics.core.als._solve_factor``, channel by channel). A
-fresh Cholesky factorisation costs ``d^3 / 3`` flops. From
-``mics.core.als._CG_MIN_ORDER`` up, the fits use
-:class:`mics.core.linalg.WarmStartedSolves` instead: conjugate gradients
-started from the present patterns and preconditioned by the Cholesky factor
-of an earlier sweep's system of the same channel, to a relative residual of
-1e-10, refactorised when that takes more than 8 iterations.
+fresh Cholesky factorisation costs ``d^3 / 3`` flops, and on the data path
+forming the system first costs ``T d^2``. From an operator's
+``cg_min_order`` up, the fits use :class:`mics.core.linalg.WarmStartedSolves`
+instead: conjugate gradients started from the present patterns and
+preconditioned by the Cholesky factor of an earlier system of the same
+channel, to a relative residual of 1e-10, refactorised past the operator's
+``cg_iterations`` (on the data path the system enters only through
+products with the data).
 
 Two measurements say where each wins:
 
@@ -17,18 +19,18 @@ Two measurements say where each wins:
    system and a preconditioner solve). Their ratio is the number of
    iterations at which the two break even.
 2. **Whole fits, both ways, in the same run**: ``MICs(rank=3,
-   n_channels=2).fit`` on ``benchmarks.data`` with ``_CG_MIN_ORDER`` set
-   below the case's order (conjugate gradients) and above it (Cholesky
-   only), alternating, ``--repeats`` times each. Reports median times,
-   their ratio, sweeps, how many solves each way, and the difference of
-   the final losses.
+   n_channels=2).fit`` on ``benchmarks.data`` on each path, with
+   ``cg_min_order`` below the case's order (conjugate gradients) and
+   infinite (Cholesky only), alternating, ``--repeats`` times each.
+   Reports median times, their ratio, sweeps, how many solves each way,
+   and the difference of the final losses.
 
 Writes ``results/many_neurons/source_solve.md`` (``--out``).
 
 Usage::
 
-    python studies/performance/source_solve.py                  # d = 1000 and 2000
-    python studies/performance/source_solve.py --cases T2000_p3000 --repeats 3
+    python studies/performance/source_solve.py
+    python studies/performance/source_solve.py --cases T2000_p3000_moments --repeats 3
 """
 
 from __future__ import annotations
@@ -50,12 +52,17 @@ from benchmarks import data, quiet, warm_up  # noqa: E402
 from mics.core import als  # noqa: E402
 from mics.core.linalg import WarmStartedSolves, single_blas_thread  # noqa: E402
 
-#: (T, p, q) of each whole-fit case (m = 3) and the order of its source solves.
+#: (T, p, q) of each whole-fit case (m = 3) and its path. The order of the
+#: source solves is min(T, p): with p > T the source is fitted in its T
+#: sample coordinates.
 CASES = {
-    "T1000_p1500": dict(T=1000, p=1500, q=200),  # p > T: d = 1000 sample coordinates
-    "T20000_p1000": dict(T=20000, p=1000, q=500),  # d = 1000 neurons
-    "T2000_p3000": dict(T=2000, p=3000, q=200),  # p > T: d = 2000 (benchmarks/many_neurons.py)
+    "T1000_p1500_moments": dict(T=1000, p=1500, q=200, solver="moments"),
+    "T20000_p1000_moments": dict(T=20000, p=1000, q=500, solver="moments"),
+    "T2000_p3000_moments": dict(T=2000, p=3000, q=200, solver="moments"),
+    "T20000_p1000_data": dict(T=20000, p=1000, q=500, solver="data"),
+    "T20000_p2000_data": dict(T=20000, p=2000, q=500, solver="data"),
 }
+OPERATORS = (als.MomentOperator, als.DataOperator)
 
 
 def unit_costs(orders, repeats=5, seed=0):
@@ -82,7 +89,8 @@ def unit_costs(orders, repeats=5, seed=0):
 
 def whole_fits(case, repeats):
     """Median seconds, sweeps, solve counts and final loss of the fit, CG on and off."""
-    X, Y, Z = data(**CASES[case], m=3, rank=3, n_channels=2)
+    sizes = {k: v for k, v in CASES[case].items() if k != "solver"}
+    X, Y, Z = data(**sizes, m=3, rank=3, n_channels=2)
     made = []
 
     class Counted(WarmStartedSolves):
@@ -90,22 +98,28 @@ def whole_fits(case, repeats):
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    original = (als._CG_MIN_ORDER, als.WarmStartedSolves)
+    original = [op.cg_min_order for op in OPERATORS], als.WarmStartedSolves
     runs = {"cholesky": [], "cg": []}
     try:
         als.WarmStartedSolves = Counted
         for _ in range(repeats):
             for how in runs:
-                als._CG_MIN_ORDER = 10**9 if how == "cholesky" else 2
+                for op in OPERATORS:
+                    op.cg_min_order = np.inf if how == "cholesky" else 2
                 made.clear()
+                est = mics.MICs(
+                    rank=3, n_channels=2, random_state=0, verbose=0, solver=CASES[case]["solver"]
+                )
                 t = time.perf_counter()
                 with quiet():
-                    est = mics.MICs(rank=3, n_channels=2, random_state=0, verbose=0).fit(X, Y, Z)
+                    est.fit(X, Y, Z)
                 seconds = time.perf_counter() - t
                 counts = {k: sum(s.counts[k] for s in made) for k in ("cg", "factorised")}
                 runs[how].append((seconds, est.n_iter_, counts, est.loss_history_[-1]))
     finally:
-        als._CG_MIN_ORDER, als.WarmStartedSolves = original
+        for op, order in zip(OPERATORS, original[0], strict=True):
+            op.cg_min_order = order
+        als.WarmStartedSolves = original[1]
     return runs
 
 
@@ -124,8 +138,9 @@ def main(argv=None):
         "# Cholesky or warm-started conjugate gradients for the source solves",
         "",
         "Written by `studies/performance/source_solve.py` (load "
-        f"{load:.1f} at the start). The fits' `_CG_MIN_ORDER` is "
-        f"{als._CG_MIN_ORDER}.",
+        f"{load:.1f} at the start). The package's `cg_min_order` / `cg_iterations`: "
+        + ", ".join(f"{op.__name__} {op.cg_min_order} / {op.cg_iterations}" for op in OPERATORS)
+        + ".",
         "",
         "## One of each, by order (one BLAS thread)",
         "",
@@ -139,19 +154,19 @@ def main(argv=None):
         "## Whole fits, `MICs(rank=3, n_channels=2)`, both ways alternating "
         f"({args.repeats} each)",
         "",
-        "| case | order | Cholesky (s) | CG (s) | ratio | sweeps | source solves by CG / "
-        "factorised | final loss, relative difference |",
-        "|---|---|---|---|---|---|---|---|",
+        "| case | path | order | Cholesky (s) | CG (s) | ratio | sweeps | source solves by "
+        "CG / factorised | final loss, relative difference |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for case in args.cases:
         runs = whole_fits(case, args.repeats)
-        T, p = CASES[case]["T"], CASES[case]["p"]
+        T, p, solver = (CASES[case][k] for k in ("T", "p", "solver"))
         chol = float(np.median([r[0] for r in runs["cholesky"]]))
         cg = float(np.median([r[0] for r in runs["cg"]]))
         _, n_chol, _, loss_chol = runs["cholesky"][0]
         _, n_cg, counts, loss_cg = runs["cg"][0]
         lines.append(
-            f"| T={T}, p={p} | {min(T, p)} | {chol:.1f} | {cg:.1f} | {cg / chol:.2f} | "
+            f"| T={T}, p={p} | {solver} | {min(T, p)} | {chol:.1f} | {cg:.1f} | {cg / chol:.2f} | "
             f"{n_chol} / {n_cg} | {counts['cg']} / {counts['factorised']} | "
             f"{abs(loss_cg - loss_chol) / loss_chol:.1e} |"
         )
