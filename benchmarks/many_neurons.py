@@ -67,6 +67,32 @@ class ManyNeuronsFit:
     track_coordinates.unit = "coordinates"
 
 
+class ManyNeuronsDataPathFit:
+    """``MICs(rank=3, n_channels=2, solver="data").fit`` at T=20000, p=2000, q=500.
+
+    The data path forms a source system of order p from the data
+    (``T p^2``) only to factorise it; from order 1000 its solves are
+    warm-started conjugate gradients on products with the data
+    (``mics.core.linalg.WarmStartedSolves``). No target of its own: the
+    default selection at T=20000, p=3000 runs on this path.
+    """
+
+    params = ["T20000_p2000_q500"]
+    param_names = ["case"]
+    rounds = 1
+    repeat = (1, 2, 60.0)
+    timeout = 900
+
+    def setup(self, case):
+        warm_up()
+        self.X, self.Y, self.Z = data(T=20000, p=2000, q=500, m=3, rank=3, n_channels=2)
+
+    def time_fit(self, case):
+        est = mics.MICs(rank=3, n_channels=2, random_state=0, verbose=0, solver="data")
+        with quiet():
+            est.fit(self.X, self.Y, self.Z)
+
+
 class ManyNeuronsSelection:
     """The default selection ``MICs().fit`` (rank and channels by 10-fold CV).
 

@@ -125,9 +125,10 @@ class MomentOperator(_LinearPart):
     #: conjugate gradients (:class:`~mics.core.linalg.WarmStartedSolves`),
     #: and the iterations one may take before its system is factorised
     #: afresh. Here the systems are formed from the moments at every sweep
-    #: anyway, and a fresh factorisation costs 9 to 22 iterations (orders
-    #: 500 to 3000): whole fits at orders 1000 and 2000 took 0.93 to 1.03x
-    #: the time with them, so this path factorises (infinite order;
+    #: anyway, and a fresh factorisation costs about 10 to 25 iterations
+    #: (orders 500 to 3000): whole fits at orders 1000 and 2000 took 0.94 to
+    #: 0.99x the time with them (asv: 0.99x at T = 2000, p = 3000, for 90 MB
+    #: more), so this path factorises (infinite order;
     #: studies/performance/source_solve.py, results/many_neurons/).
     cg_min_order = np.inf
     cg_iterations = 8
@@ -239,9 +240,9 @@ class DataOperator(_LinearPart):
 
     #: As :attr:`MomentOperator.cg_min_order`. Here an iteration costs two
     #: passes over the scaled data (``O(T d)``) and a factorisation must first
-    #: form the system (``O(T d^2)``): at T = 20000 the fixed fit took 0.78x
-    #: the time at d = 1000; at d = 2000, 0.56x with 25 or 50 iterations,
-    #: 0.73x with 8 (studies/performance/source_solve.py).
+    #: form the system (``O(T d^2)``): at T = 20000 the fixed fit took 0.87x
+    #: the time at d = 1000 and 0.52x at d = 2000 with up to 50 iterations
+    #: (0.73x with up to 8; studies/performance/source_solve.py).
     cg_min_order = 1000
     cg_iterations = 50
 
@@ -555,7 +556,6 @@ class _ALSState:
     H_int: np.ndarray
     loss: float
     history: list = field(default_factory=list)
-    solves: WarmStartedSolves = None
 
 
 def _balance(A, Bm, C):
@@ -647,12 +647,12 @@ def _als_sweeps(
     ``group`` (a :class:`mics.core.sparse.GroupPenalty`) replaces the block
     solves by their group-lasso versions; the loss, and hence every
     acceptance test, then includes the group penalty. ``solves`` (a
-    :class:`~mics.core.linalg.WarmStartedSolves`) carries the large
-    channel-by-channel solves' factorisations from an earlier run of the
-    same start (a new one by default).
+    :class:`~mics.core.linalg.WarmStartedSolves`) does the large
+    channel-by-channel solves and keeps their factorisations for the next
+    (shared by every start and stage of a fit; a new one by default).
 
-    Returns the state after convergence (or ``max_iter`` sweeps), with its
-    ``solves``, and whether it converged.
+    Returns the state after convergence (or ``max_iter`` sweeps) and
+    whether it converged.
     """
     history = []
     state = None
@@ -697,7 +697,7 @@ def _als_sweeps(
                 step = _STEP_START
         previous = (A, C)
         history.append(loss)
-        state = _ALSState(A, Bm, C, H_int, loss, solves=solves)
+        state = _ALSState(A, Bm, C, H_int, loss)
         if len(history) > 1 and history[-2] - loss <= tol * abs(history[-2]):
             converged = True
             break

@@ -137,11 +137,12 @@ class WarmStartedSolves:
     The channel-by-channel source update of the ALS solves, at every sweep,
     one system of order ``d`` per channel, and from one sweep to the next
     each changes only as much as the other factors did. A fresh Cholesky
-    factorisation costs ``d^3 / 3``. Above ``min_order``, each system is
+    factorisation costs ``d^3 / 3``. From ``min_order`` up, each system is
     instead solved by conjugate gradients (:func:`scipy.sparse.linalg.cg`)
     started from the present value and preconditioned by the Cholesky
     factor of the last system of the same ``key`` that was factorised: a
-    few products of order ``d^2`` each (``studies/performance/source_solve.py``).
+    few products with the system and solves with the factor
+    (``studies/performance/source_solve.py``).
     When that does not reach the tolerance within ``max_iter`` iterations
     (a new start, a large change), the system is factorised afresh and its
     factor kept for the next solves.
@@ -157,8 +158,8 @@ class WarmStartedSolves:
 
     Parameters
     ----------
-    min_order : int
-        Systems of smaller order go to :func:`solve_psd`.
+    min_order : int or float
+        Systems of smaller order go to :func:`solve_psd` (``numpy.inf``: all).
     rtol : float
         Relative residual ``||g - H x|| / ||g||`` conjugate gradients must reach.
     max_iter : int
