@@ -92,8 +92,13 @@ def test_weighted_grams_match_numpy_twin():
             a, b = F * V[:, [k]], F * V[:, [l]]
             twin[k, l] = (a - a.mean(0)).T @ (b - b.mean(0))
     N = WeightedGrams(F, V)
-    np.testing.assert_allclose(np.asarray(N), twin, rtol=1e-12, atol=1e-10)
     f = rng.standard_normal(d)
+    # a diagonal block's products with vectors come from the scaled rows (the
+    # warm-started solves of the data path), without forming the block
+    np.testing.assert_allclose(N.times(1, f), twin[1, 1] @ f, rtol=1e-12)
+    assert N._diagonal == [None] * K
+    np.testing.assert_allclose(np.asarray(N), twin, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(N.times(1, f), twin[1, 1] @ f, rtol=1e-12)  # now the formed block
     np.testing.assert_allclose(N[0, 2] @ f, twin[0, 2] @ f, rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(N[1, 1], twin[1, 1], rtol=1e-12, atol=1e-10)
     U = rng.standard_normal((d, K))

@@ -12,7 +12,6 @@ import pytest
 
 import mics
 from mics.core import als
-from mics.core.grams import WeightedGrams
 from mics.core.linalg import WarmStartedSolves, solve_psd
 
 from ._generate import make_mic_data
@@ -99,23 +98,6 @@ def counted_solves(monkeypatch):
 
     monkeypatch.setattr(als, "WarmStartedSolves", Counted)
     return made
-
-
-def test_weighted_grams_products_do_not_form_the_diagonal_block():
-    rng = np.random.default_rng(3)
-    T, d, K = 150, 12, 2
-    F = rng.standard_normal((T, d))
-    F -= F.mean(0)
-    V = rng.standard_normal((T, K))
-    N = WeightedGrams(F, V)
-    f = rng.standard_normal(d)
-    a = F * V[:, [1]]
-    twin = (a - a.mean(0)).T @ (a - a.mean(0))
-    product = N.times(1, f)
-    assert N._diagonal == [None, None]  # only the scaled rows were used
-    np.testing.assert_allclose(product, twin @ f, rtol=1e-12)
-    np.testing.assert_allclose(N[1, 1], twin, rtol=1e-12, atol=1e-10)  # formed on demand
-    np.testing.assert_allclose(N.times(1, f), product, rtol=1e-12)
 
 
 @pytest.mark.parametrize("solver", ["moments", "data"])
