@@ -647,17 +647,15 @@ def _als_sweeps(
     ``group`` (a :class:`mics.core.sparse.GroupPenalty`) replaces the block
     solves by their group-lasso versions; the loss, and hence every
     acceptance test, then includes the group penalty. ``solves`` (a
-    :class:`~mics.core.linalg.WarmStartedSolves`) does the large
-    channel-by-channel solves and keeps their factorisations for the next
-    (shared by every start and stage of a fit; a new one by default).
+    :class:`~mics.core.linalg.WarmStartedSolves`, shared by every start and
+    stage of a fit) does the channel-by-channel solves and keeps their
+    factorisations for the next; None solves each afresh.
 
     Returns the state after convergence (or ``max_iter`` sweeps) and
     whether it converged.
     """
     history = []
     state = None
-    if solves is None:
-        solves = WarmStartedSolves(op.cg_min_order, max_iter=op.cg_iterations)
     converged = False
     previous = None
     step = _STEP_START
