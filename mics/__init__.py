@@ -19,7 +19,7 @@ The package is layered; each layer imports only those below it
 from mics import _compat, io, preprocessing
 from mics._version import __version__  # noqa: F401  (mics.__version__)
 from mics.estimators import MICs, ReducedRankRegression, ReducedRankRegressionCV, load
-from mics.simulation import GroundTruth, simulate, simulate_trials
+from mics.simulation import GroundTruth, simulate, simulate_null_family, simulate_trials
 from mics.workflows import (
     asymmetry,
     bootstrap_channels,
@@ -27,6 +27,7 @@ from mics.workflows import (
     power_analysis,
     stability_selection,
     test_modulation,
+    test_reconfiguration,
 )
 
 _compat.install()
@@ -38,7 +39,9 @@ __all__ = [
     "GroundTruth",
     "simulate",
     "simulate_trials",
+    "simulate_null_family",
     "test_modulation",
+    "test_reconfiguration",
     "bootstrap_channels",
     "stability_selection",
     "power_analysis",

@@ -368,3 +368,82 @@ def split_method_text(n_perm, state):
         "sets and the CV comparison 11/100 (`results/split_by_state/README.md`): their "
         "rejections alone are not evidence of gating."
     )
+
+
+# ----------------------------------------------------------------- cached validation runs
+def read_runs(path, fields):
+    """The rows of a validation's ``runs.csv`` (an empty table when it does not exist)."""
+    import pandas as pd
+
+    path = Path(path)
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=list(fields))
+
+
+def run_cached(path, key, fields, todo, func, n_jobs=2):
+    """Run ``func(*item)`` for each item of ``todo`` not yet in ``path``, appending its row.
+
+    A validation over hundreds of simulated data sets runs for a long time;
+    each finished data set is appended (and flushed) at once, so a run can be
+    stopped and resumed, and plans can be added one after the other.
+
+    Parameters
+    ----------
+    path : path-like
+        The ``runs.csv`` file.
+    key : tuple of str
+        Columns that identify a data set; ``todo`` items are those values in order.
+    fields : tuple of str
+        Every column of a row (``func`` returns a dict with these keys).
+    todo : list of tuple
+    func : callable
+        Picklable (module-level), run in joblib worker processes.
+    n_jobs : int
+    """
+    import csv
+
+    from joblib import Parallel, delayed
+
+    path = Path(path)
+
+    def ident(values):
+        return tuple(str(v) for v in values)
+
+    done = {ident(r[k] for k in key) for r in read_runs(path, fields).to_dict("records")}
+    todo = [t for t in todo if ident(t) not in done]
+    print(f"{len(todo)} data sets to run ({len(done)} already in {path})", flush=True)
+    if not todo:
+        return
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(fields))
+        if new:
+            writer.writeheader()
+        results = Parallel(n_jobs=n_jobs, return_as="generator_unordered")(
+            delayed(func)(*t) for t in todo
+        )
+        for i, row in enumerate(results, 1):
+            writer.writerow(row)
+            fh.flush()
+            if i % 20 == 0 or i == len(todo):
+                print(f"{i}/{len(todo)}", flush=True)
+
+
+def rate_row(p_values, alpha=0.05):
+    """Rejections at ``alpha`` with their Clopper-Pearson interval and the binomial excess p.
+
+    ``p_excess`` is the probability of at least that many rejections for an
+    exact test (rate ``alpha``).
+    """
+    p = np.asarray(p_values, dtype=float)
+    p = p[np.isfinite(p)]
+    k, n = int(np.sum(p <= alpha)), p.size
+    if n == 0:
+        return dict(n=0, rejected=0, rate=np.nan, ci_low=np.nan, ci_high=np.nan, p_excess=np.nan)
+    low, high = binomial_ci(k, n)
+    excess = stats.binomtest(k, n, alpha, alternative="greater").pvalue
+    return dict(n=n, rejected=k, rate=k / n, ci_low=low, ci_high=high, p_excess=excess)
+
+
+def rate_text(row):
+    """``"3/100 (0.030, 95% CI [0.006, 0.085])"`` from a row of :func:`rate_row`."""
+    return f"{row.rejected}/{row.n} ({row.rate:.3f}, 95% CI [{row.ci_low:.3f}, {row.ci_high:.3f}])"

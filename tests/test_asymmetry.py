@@ -18,7 +18,8 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 import mics
-from mics.model.decomposition import PARTS, asymmetry_from_draws, decompose_channels
+from mics.model.decomposition import PARTS, decompose_channels
+from mics.workflows.reconfiguration import asymmetry_from_energies, chance_fractions
 
 P, Q, M, RANK = 16, 14, 2, 2
 # One start and a loose tolerance: every bootstrap refit clones these, and the
@@ -77,122 +78,86 @@ def test_total_asymmetry_nan_without_channels():
     assert np.isnan(float(ds.total_asymmetry))
 
 
-# ------------------------------------------------------------------- from draws
+# ------------------------------------------------------------------- from energies
 
 
-def _draws(diffs, rest=0.2):
-    """Fraction draws (B, 4) whose private_source - private_target are ``diffs``."""
-    diffs = np.asarray(diffs, dtype=float)
-    half = (1 - rest) / 2
-    out = np.empty((diffs.size, 4))
-    out[:, 0] = rest / 2
-    out[:, 1] = half + diffs / 2
-    out[:, 2] = half - diffs / 2
-    out[:, 3] = rest / 2
-    return out
-
-
-def test_p_value_inverts_the_percentile_interval():
-    # 100 draws, 3 of them <= 0: two-sided p = 2 * 3 / 100
-    diffs = np.r_[-0.2, -0.1, 0.0, np.linspace(0.05, 0.6, 97)]
-    observed = dict(zip(PARTS, _draws([0.3])[0], strict=True))
-    res = asymmetry_from_draws(observed, _draws(diffs), interval="percentile")
-    assert_allclose(float(res.p_value), 0.06)
-    assert_allclose(float(res.difference), 0.3)
-    assert_allclose(
-        res.difference_interval.values,
-        [np.quantile(diffs, 0.025, method="inverted_cdf"), np.sort(diffs)[-3]],
-    )
-    assert_allclose(float(res.bias), diffs.mean() - 0.3)
-    # p > 0.05 <=> the 95% interval reaches 0; at 90% it excludes 0 and p < 0.1
-    assert res.difference_interval.values[0] <= 0
-    res90 = asymmetry_from_draws(observed, _draws(diffs), confidence=0.9, interval="percentile")
-    assert res90.difference_interval.values[0] > 0 and float(res90.p_value) < 0.1
-    # fractions and their intervals are those of the draws, per part
+def test_correction_arithmetic():
+    # corrected energies 2 E - mean(E*), the t statistic on n_boot - 1 degrees of
+    # freedom and the intervals, checked against their definitions
+    rng = np.random.default_rng(0)
+    observed = np.array([1.0, 0.6, 0.3, 0.1])
+    draws = observed + np.array([0.05, 0.2, 0.1, 0.05]) + 0.05 * rng.standard_normal((40, 4))
+    res = asymmetry_from_energies(observed, draws, confidence=0.9, margin=0.2)
+    corrected = 2 * observed - draws.mean(axis=0)
+    assert_allclose(res.fraction.values, corrected / corrected.sum())
     assert_allclose(res.fraction.sum(), 1.0)
-    assert_allclose(
-        res.fraction_interval.sel(part="private_source").values[0],
-        np.quantile(_draws(diffs)[:, 1], 0.025, method="inverted_cdf"),
-    )
+    assert_allclose(res.fraction_observed.values, observed / observed.sum())
+    sd = np.std(draws[:, 1] - draws[:, 2], ddof=1)
+    t = (corrected[1] - corrected[2]) / sd
+    assert_allclose(float(res.statistic), t)
+    assert_allclose(float(res.p_value), 2 * stats.t.sf(abs(t), 39))
+    assert_allclose(float(res.difference), (corrected[1] - corrected[2]) / corrected.sum())
+    frac_draws = draws / draws.sum(axis=1, keepdims=True)
+    half = stats.t.ppf(0.95, 39) * np.std(frac_draws[:, 1] - frac_draws[:, 2], ddof=1)
+    expected = float(res.difference) + np.array([-1, 1]) * half
+    assert_allclose(res.difference_interval.values, expected)
+    target, target_sd = res.fraction.values[2], np.std(frac_draws[:, 2], ddof=1)
+    assert_allclose(float(res.target_upper), target + stats.t.ppf(0.9, 39) * target_sd)
+    assert_allclose(float(res.stable_p_value), stats.t.cdf((target - 0.2) / target_sd, 39))
+    assert res.attrs["status"] == "tested" and res.attrs["n_boot"] == 40
 
 
-def test_estimate_outside_every_draw_is_flagged():
-    # draws centred well below the estimate: Efron's z0 is clipped and both
-    # bias-corrected levels fall on the largest draw, an interval of width 0
-    # that excludes the estimate; the result says so and warns
-    diffs = np.linspace(-0.1, 0.2, 50)
-    observed = dict(zip(PARTS, _draws([0.35])[0], strict=True))
-    with pytest.warns(UserWarning, match="outside all 50 bootstrap draws"):
-        res = asymmetry_from_draws(observed, _draws(diffs))
-    assert res.attrs["estimate_outside_draws"] == 1
-    low, high = res.difference_interval.values
-    assert low == high == float(res.difference_draws.max()) < float(res.difference)
-    # draws on both sides of the estimate: no flag, no warning
-    observed = dict(zip(PARTS, _draws([0.05])[0], strict=True))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        res = asymmetry_from_draws(observed, _draws(diffs))
-    assert res.attrs["estimate_outside_draws"] == 0
-    low, high = res.difference_interval.values
-    assert low < 0.05 < high
-
-
-@pytest.mark.parametrize("confidence", [0.8, 0.9, 0.95])
-def test_bias_corrected_p_agrees_with_its_interval(confidence):
-    rng = np.random.default_rng(3)
-    for shift in np.linspace(-0.3, 0.3, 13):
-        diffs = rng.normal(0.1, 0.1, 199)
-        obs = dict(zip(PARTS, _draws([0.1 + shift])[0], strict=True))
-        res = asymmetry_from_draws(obs, _draws(diffs), confidence=confidence, interval="bc")
-        low, high = res.difference_interval.values
-        assert (low > 0 or high < 0) == (float(res.p_value) < 1 - confidence)
-
-
-def test_bias_correction_removes_the_bootstrap_bias():
-    # The estimate 0.08 and draws centred at 0.1 (s.d. 0.04): the bootstrap says the
-    # estimator is biased by +0.02, so the bias-corrected interval is centred on
-    # 0.08 - 0.02 = 0.06, +- 1.96 x 0.04 (reaching 0), while the percentile
-    # interval, centred on 0.1, excludes 0.
-    rng = np.random.default_rng(4)
-    diffs = rng.normal(0.1, 0.04, 4000)
-    obs = dict(zip(PARTS, _draws([0.08])[0], strict=True))
-    pct = asymmetry_from_draws(obs, _draws(diffs), interval="percentile")
-    bc = asymmetry_from_draws(obs, _draws(diffs), interval="bc")
-    assert pct.difference_interval.values[0] > 0 and float(pct.p_value) < 0.05
-    # (the lower bound sits at the 0.15% quantile of the draws: a noisy tail)
-    assert_allclose(bc.difference_interval.values, [0.06 - 0.0784, 0.06 + 0.0784], atol=0.02)
-    assert float(bc.p_value) > 0.05
-    # symmetric draws around the estimate: no correction
-    sym = np.r_[diffs - 0.1, 0.1 - diffs] + 0.2
-    obs2 = dict(zip(PARTS, _draws([0.2])[0], strict=True))
-    assert_allclose(
-        asymmetry_from_draws(obs2, _draws(sym), interval="bc").difference_interval.values,
-        asymmetry_from_draws(obs2, _draws(sym), interval="percentile").difference_interval.values,
-    )
-
-
-def test_p_value_symmetric_and_bounded():
+def test_correction_removes_additive_noise_energy():
+    # True energies with EQUAL private parts; the fit adds noise energy, more on
+    # the source side (the larger population), and every bootstrap refit adds it
+    # again. Naively the source side wins; corrected, the difference is 0 and
+    # the test does not reject.
     rng = np.random.default_rng(1)
-    diffs = rng.normal(0.0, 0.1, 400)
-    obs = dict(zip(PARTS, _draws([0.0])[0], strict=True))
-    p = float(asymmetry_from_draws(obs, _draws(diffs)).p_value)
-    p_flip = float(asymmetry_from_draws(obs, _draws(-diffs)).p_value)
-    assert p == p_flip and 0.3 < p <= 1.0
-    # every draw on one side: p = 0, read as "below 2 / B"
-    res = asymmetry_from_draws(obs, _draws(np.abs(diffs) + 0.01))
-    assert float(res.p_value) == 0.0
-    assert "p < 0.005" in res.mics.summary()
+    truth = np.array([0.6, 0.2, 0.2, 0.1])
+    leak = np.array([0.01, 0.15, 0.03, 0.05])
+    observed = truth + leak
+    draws = observed + leak + 0.02 * rng.standard_normal((200, 4))
+    res = asymmetry_from_energies(observed, draws)
+    assert float(res.difference_observed) > 0.08  # (0.35 - 0.23) / 1.34
+    assert abs(float(res.difference)) < 0.02
+    assert float(res.p_value) > 0.3
+    assert_allclose(res.fraction.values, truth / truth.sum(), atol=0.01)
 
 
-def test_draws_without_modulation_are_dropped_and_bad_input_refused():
-    draws = _draws(np.linspace(0.1, 0.5, 10))
-    draws[3] = np.nan
-    res = asymmetry_from_draws(dict(zip(PARTS, draws[0], strict=True)), draws)
-    assert res.attrs["n_boot"] == 9
+def test_stability_at_the_margin_and_below():
+    rng = np.random.default_rng(2)
+
+    def result(target_share):
+        truth = np.array([0.9 - target_share, 0.0, target_share, 0.1])
+        draws = truth + 0.01 * rng.standard_normal((400, 4))
+        return asymmetry_from_energies(truth, draws, margin=0.1)
+
+    assert float(result(0.02).stable_p_value) < 0.001  # well inside the margin: stable
+    assert float(result(0.3).stable_p_value) > 0.999  # far outside: not stable
+    assert 0.2 < float(result(0.1).stable_p_value) < 0.8  # at the margin: a coin flip
+
+
+def test_bad_energies_refused():
+    draws = np.ones((12, 4))
+    draws[:3] = np.nan
+    with pytest.raises(ValueError, match="at least 10"):
+        asymmetry_from_energies(np.ones(4), draws)
     with pytest.raises(ValueError, match="shape"):
-        asymmetry_from_draws({p: 0.25 for p in PARTS}, np.zeros((5, 3)))
-    with pytest.raises(ValueError, match="finite"):
-        asymmetry_from_draws({p: 0.25 for p in PARTS}, np.full((5, 4), np.nan))
+        asymmetry_from_energies(np.ones(4), np.zeros((20, 3)))
+
+
+def test_chance_fractions_of_noise_patterns():
+    # Random unit patterns put rank/p of their energy in a rank-r source subspace
+    # on average: the four fractions of noise-fitted channels.
+    rng = np.random.default_rng(3)
+    U, V, *_ = _factors([])
+    A = rng.standard_normal((P, 4000))
+    B = rng.standard_normal((Q, 4000))
+    ds = decompose_channels(U, V, A, B, np.ones(4000), np.eye(M)[:, rng.integers(0, M, 4000)])
+    chance = chance_fractions(P, Q, RANK)
+    means = [float(ds[part].mean()) for part in PARTS]
+    assert_allclose(means, chance, atol=0.01)
+    assert_allclose(chance.sum(), 1.0)
 
 
 # ------------------------------------------------------------- recovery (data)
@@ -226,22 +191,24 @@ def test_recovers_the_planted_side():
         model, X, Y, Z = _fit(geometry, 100 + seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = mics.asymmetry(model, X, Y, Z, n_boot=10, verbose=0, random_state=seed)
+            res = mics.asymmetry(model, X, Y, Z, n_boot=12, verbose=0, random_state=seed)
         hits += int(np.sign(float(res.difference)) == sign)
         low, high = res.difference_interval.values
-        significant += int(sign * low > 0 and sign * high > 0)
+        significant += int(sign * low > 0 and sign * high > 0 and float(res.p_value) < 0.05)
         assert_allclose(res.fraction.sum(), 1.0, atol=1e-9)
-        assert_allclose(float(res.difference), float(model.decompose().total_asymmetry))
+        assert_allclose(
+            float(res.difference_observed), float(model.decompose().total_asymmetry)
+        )
     assert hits >= 9, f"planted side recovered in {hits}/10"
     assert significant >= 9, f"interval on the planted side in {significant}/10"
 
 
 def test_equal_reconfiguration_is_not_called_asymmetric():
     # Null: a private-source and a private-target channel of EQUAL weight (true
-    # difference 0). The calibration proper (40 data sets x 40 resamples, false
-    # positives at 0.05: docs/guide/decomposition.md) is too slow for a test;
-    # 10 data sets x 16 resamples at the 10% level must not reject more often
-    # than such a test plausibly could: 5 or more of 10 has probability 0.002.
+    # difference 0). The calibration proper (100 data sets per row,
+    # results/asymmetry_calibration/) is too slow for a test; 10 data sets x 16
+    # resamples at the 10% level must not reject more often than such a test
+    # plausibly could: 5 or more of 10 has probability 0.002.
     rejections, n = 0, 10
     for seed in range(n):
         X, Y, Z, truth = mics.simulate(
@@ -264,9 +231,10 @@ def test_equal_reconfiguration_is_not_called_asymmetric():
             res = mics.asymmetry(
                 model, X, Y, Z, n_boot=16, confidence=0.9, verbose=0, random_state=seed
             )
-        assert_allclose(float(model.decompose().total_asymmetry), float(res.difference))
-        low, high = res.difference_interval.values
-        rejections += int(low > 0 or high < 0)
+        assert_allclose(
+            float(model.decompose().total_asymmetry), float(res.difference_observed)
+        )
+        rejections += int(float(res.p_value) < 0.1)
     assert stats.binom.sf(4, n, 0.1) < 0.002
     assert rejections <= 4, f"{rejections}/{n} rejections of a true null at 10%"
 
@@ -290,6 +258,7 @@ def test_summary_and_decomposition_surface_it(source_side):
     assert text.startswith("MIC asymmetry")
     assert "reconfigures source patterns more than target patterns" in text
     assert "private source" in text and "reshape" in text and "new" in text
+    assert "Modulation was not tested" in text  # no test= given
     dec = model.decompose()
     dec_text = dec.mics.summary(asymmetry=res)
     assert "leaning to the source side" in dec_text
@@ -303,16 +272,26 @@ def test_reuses_bootstrap_draws(source_side):
         warnings.simplefilter("ignore")
         boot = mics.bootstrap_channels(model, X, Y, Z, n_boot=12, verbose=0, random_state=0)
     again = mics.asymmetry(model, bootstrap=boot)
-    xr.testing.assert_allclose(again.difference_draws, res.difference_draws)
+    xr.testing.assert_allclose(again.energy_draws, res.energy_draws)
     assert float(again.p_value) == float(res.p_value)
 
 
-def test_refuses_models_without_channels():
+def test_undefined_without_channels_or_without_detected_modulation(source_side):
     X, Y, Z, _ = mics.simulate(n_samples=200, n_source=8, n_target=6, n_channels=0, rank=1,
                                random_state=0)  # fmt: skip
     model = mics.MICs(rank=1, n_channels=0).fit(X, Y, Z)
-    with pytest.raises(ValueError, match="no channels"):
-        mics.asymmetry(model, X, Y, Z)
+    res = mics.asymmetry(model, X, Y, Z)
+    assert res.attrs["status"].startswith("undefined") and np.isnan(float(res.p_value))
+    assert "undefined" in res.mics.summary() and "p =" not in res.mics.summary()
+    # a modulation test that did not reject: undefined, no refit, no p-value
+    model, X, Y, Z, _ = source_side
+    test = mics.workflows.inference.ModulationTest(
+        statistic=-0.01, selected_improvement=0.0, null_distribution=np.zeros(19),
+        p_value=0.4, n_channels=1, shifts=np.zeros(19, int),
+    )  # fmt: skip
+    res = mics.asymmetry(model, X, Y, Z, test=test)
+    assert "no modulation detected" in res.attrs["status"]
+    assert np.isnan(float(res.p_value)) and np.isnan(float(res.difference))
 
 
 def test_refuses_a_baseline_of_rank_zero():
@@ -339,9 +318,13 @@ def test_plot_asymmetry(source_side):
     left, right = axes
     heights = [bar.get_height() for bar in left.patches]
     assert_allclose(heights, res.fraction.values)
-    observed = [line for line in right.get_lines() if "observed" in str(line.get_label())]
-    assert observed and np.allclose(observed[0].get_xdata(), float(res.difference))
-    assert "p" in right.get_title()
+    fitted = [line for line in left.get_lines() if line.get_label() == "fitted"]
+    assert fitted and np.allclose(fitted[0].get_ydata(), res.fraction_observed.values)
+    # the margin line of target stability, and both p-values in the title
+    assert any(
+        np.allclose(line.get_xdata(), res.attrs["margin"]) for line in right.get_lines()
+    )
+    assert "asymmetry p" in right.get_title() and "stable p" in right.get_title()
     with pytest.raises(ValueError, match="mics.asymmetry"):
         mics.plotting.plot_asymmetry(source_side[0].decompose())
     plt.close("all")
@@ -355,7 +338,32 @@ def test_trials_are_resampled_whole():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = mics.MICs(rank=2, n_channels=1, **FAST).fit(ds.X, ds.Y, ds.Z)
-        res = mics.asymmetry(model, ds.X, ds.Y, ds.Z, n_boot=8, verbose=0, random_state=0)
+        res = mics.asymmetry(model, ds.X, ds.Y, ds.Z, n_boot=10, verbose=0, random_state=0)
     assert res.attrs["resampling"] == "trial"
     assert "resamples of whole trials" in res.mics.summary()
-    assert res.difference_draws.size == 8
+    assert res.difference_draws.size == 10
+
+
+def test_reconfiguration_gates_asymmetry_on_the_modulation_test():
+    # No gating: the modulation test does not reject (19 permutations), and the
+    # asymmetry is undefined with no p-value; a strong private-source channel:
+    # detected, then asymmetric towards the source, with adjusted p-values that
+    # never undercut the modulation test's.
+    est = mics.MICs(rank=RANK, cv=5, max_channels=1, **FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        X, Y, Z, _ = mics.simulate(n_samples=400, n_source=P, n_target=Q, n_modulators=M,
+                                   rank=RANK, n_channels=0, random_state=11)  # fmt: skip
+        null = mics.test_reconfiguration(est, X, Y, Z, n_permutations=19, n_boot=12,
+                                         verbose=0, random_state=0)  # fmt: skip
+        model, X, Y, Z = _fit("private_source", 7, snr=0.5)
+        power = mics.test_reconfiguration(est, X, Y, Z, n_permutations=19, n_boot=12,
+                                          verbose=0, random_state=0)  # fmt: skip
+    if null.test.p_value > 0.05:
+        assert null.model is None and null.asymmetry.attrs["status"].startswith("undefined")
+        assert np.isnan(null.adjusted_p_values["asymmetry"])
+    assert power.test.p_value <= 0.05 and power.model is not None
+    assert float(power.asymmetry.difference) > 0 and float(power.asymmetry.p_value) < 0.05
+    adj = power.adjusted_p_values
+    assert adj["asymmetry"] >= adj["modulation"] and adj["target_stable"] >= adj["modulation"]
+    assert "reconfigures source patterns" in power.summary()

@@ -510,6 +510,28 @@ def residualize(Y, Z):
     return da.map_blocks(_residual_block, Y, Z, y_mean, z_mean, beta, dtype=np.float64)
 
 
+def modulator_design(Z):
+    """``[Z, hinges of Z]`` lazily: the modulator and its piecewise-linear additive basis.
+
+    The knots are each column's quantiles, from the modulator read once (it
+    is small beside the populations); the hinges
+    (:func:`mics.core.conditioning.modulator_hinges`) are then formed block
+    by block.
+    """
+    import dask.array as da
+
+    from mics.core.conditioning import hinge_knots, modulator_hinges
+
+    Z = Z.rechunk({1: -1})
+    (values,) = _compute(Z)
+    knots = hinge_knots(np.asarray(values, dtype=np.float64))
+    width = int(sum(k.size for k in knots))
+    hinges = da.map_blocks(
+        modulator_hinges, Z, knots, dtype=np.float64, chunks=(Z.chunks[0], (width,))
+    )
+    return da.concatenate([Z.astype(np.float64), hinges], axis=1).rechunk({1: -1})
+
+
 def _residual_block(y, z, y_mean, z_mean, beta):
     """``y - y_mean - (z - z_mean) beta`` for one row block, on new (aligned) arrays."""
     out = np.asarray(y, dtype=np.float64) - y_mean

@@ -67,6 +67,10 @@ class Problem:
         The target was given as one column (predictions are then 1-D).
     labels : tuple of (LabelInfo or None) * 3 or None
         Labels of labelled inputs (neuron ids, modulator names), to re-wrap outputs.
+    Z_fitted : array of shape (n_samples, m) or None
+        The modulator's prediction from nuisance variables (the session's
+        drift, the source), set by :meth:`conditioned`: its null variants
+        then shift or permute only the residual ``Z - Z_fitted``.
     """
 
     X: Any
@@ -75,6 +79,7 @@ class Problem:
     groups: np.ndarray | None = None
     y_1d: bool = False
     labels: tuple | None = None
+    Z_fitted: Any = None
 
     #: Whether the rows are in memory (the data-space solver needs them).
     in_memory = True
@@ -127,8 +132,13 @@ class Problem:
         """
         raise NotImplementedError
 
-    def residualized(self):  # pragma: no cover - abstract
-        """The problem with ``Y`` replaced by its residual on ``[1, Z]`` (least squares)."""
+    def residualized(self, nonlinear=False):  # pragma: no cover - abstract
+        """The problem with ``Y`` replaced by its residual on ``[1, Z]`` (least squares).
+
+        ``nonlinear=True`` adds hinge functions of each modulator column at its
+        quartile-like knots (:func:`mics.core.conditioning.modulator_hinges`):
+        a piecewise-linear additive effect of each modulator is regressed out.
+        """
         raise NotImplementedError
 
     def rolled(self, shift):  # pragma: no cover - abstract
@@ -136,8 +146,65 @@ class Problem:
         raise NotImplementedError
 
     def permuted(self, index):
-        """The problem with ``Z`` reordered by ``index`` (a trial permutation)."""
-        return self.with_modulator(self.Z[index])
+        """The problem with ``Z`` reordered by ``index`` (a trial permutation).
+
+        After :meth:`conditioned`, only the residual is reordered:
+        ``Z_fitted + (Z - Z_fitted)[index]``.
+        """
+        if self.Z_fitted is None:
+            return self.with_modulator(self.Z[index])
+        residual = self.Z - self.Z_fitted
+        return self.with_modulator(self.Z_fitted + residual[index])
+
+    def conditioned(self, splits, *, source=True, drift_df=5):
+        """The problem whose null variants keep what the source and the drift predict of ``Z``.
+
+        The modulator is split into its prediction from a smooth function of
+        the session position (:func:`mics.core.conditioning.drift_basis` with
+        ``drift_df`` functions; per trial when trial ids are known) and, with
+        ``source``, a ridge regression on the source (penalty chosen on
+        ``splits``), and the residual. :meth:`rolled` and :meth:`permuted`
+        then move the residual only.
+
+        Parameters
+        ----------
+        splits : list of (train, test)
+            Folds on which the ridge penalty is chosen (the model's folds).
+        source : bool
+            Condition on the source.
+        drift_df : int
+            Drift basis functions; 1 conditions on nothing slow (a constant).
+
+        Returns
+        -------
+        problem : Problem
+            With ``Z_fitted`` set.
+        fit : mics.core.conditioning.ConditionalFit
+            The coefficients and how much of ``Z`` each part predicts.
+        """
+        from mics.core.conditioning import conditional_ridge, drift_basis, session_position
+
+        if not self.in_memory and not isinstance(self, ChunkedProblem):
+            raise ValueError("a problem of moments has no rows to condition the modulator on.")
+        n, p = self.n_samples, self.X.shape[1]
+        G = drift_basis(session_position(n, self.groups), drift_df)
+        total, folds = self._cross_products(G, splits, source)
+        g = G.shape[1]
+        units = n if self.groups is None else int(np.unique(self.groups).size)
+        fit = conditional_ridge(
+            total, n, folds, g, p if source else 0, use_source=source, n_units=units
+        )
+        fitted = G @ fit.coef_drift
+        if source:
+            fitted = fitted + self.X @ fit.coef_source
+        return replace(self, Z_fitted=fitted), fit
+
+    def _cross_products(self, G, splits, source):
+        """``A^T A`` of ``A = [G, X, Z]`` (X only with ``source``): total and per test fold."""
+        parts = [G, self.X, self.Z] if source else [G, self.Z]
+        A = np.column_stack([np.asarray(a, dtype=float) for a in parts])
+        folds = [(A[test].T @ A[test], len(test)) for _, test in splits]
+        return A.T @ A, folds
 
     def resampled(self, index, groups=None):  # pragma: no cover - abstract
         """Rows ``index`` of every array (a bootstrap draw), with the draw's trial ids."""
@@ -194,17 +261,31 @@ class ArrayProblem(Problem):
             total = compute_moments(X, Y, Z, shifts=shifts, interaction=interaction)
         return total, folds
 
-    def residualized(self):
+    def residualized(self, nonlinear=False):
+        from mics.core.conditioning import hinge_knots, modulator_hinges
+
         n = self.n_samples
-        design = np.column_stack([np.ones(n), self.Z.reshape(n, -1)])
+        Z = self.Z.reshape(n, -1)
+        extra = modulator_hinges(Z, hinge_knots(Z)) if nonlinear else np.zeros((n, 0))
+        design = np.column_stack([np.ones(n), Z, extra])
         Y = self.Y - design @ np.linalg.lstsq(design, self.Y, rcond=None)[0]
         return replace(self, Y=Y)
 
     def rolled(self, shift):
-        return self.with_modulator(np.roll(self.Z, shift, axis=0))
+        if self.Z_fitted is None:
+            return self.with_modulator(np.roll(self.Z, shift, axis=0))
+        return self.with_modulator(self.Z_fitted + np.roll(self.Z - self.Z_fitted, shift, axis=0))
 
     def resampled(self, index, groups=None):
-        return replace(self, X=self.X[index], Y=self.Y[index], Z=self.Z[index], groups=groups)
+        fitted = None if self.Z_fitted is None else self.Z_fitted[index]
+        return replace(
+            self,
+            X=self.X[index],
+            Y=self.Y[index],
+            Z=self.Z[index],
+            groups=groups,
+            Z_fitted=fitted,
+        )
 
     def map(
         self,
@@ -254,21 +335,39 @@ class ChunkedProblem(Problem):
 
         return xy_fold_moments(self.X, self.Y, splits)
 
-    def residualized(self):
-        from mics.data.chunked import residualize
+    def residualized(self, nonlinear=False):
+        from mics.data.chunked import modulator_design, residualize
 
-        return replace(self, Y=residualize(self.Y, self.Z))
+        design = modulator_design(self.Z) if nonlinear else self.Z
+        return replace(self, Y=residualize(self.Y, design))
 
     def rolled(self, shift):
         import dask.array as da
 
-        return self.with_modulator(da.roll(self.Z, int(shift), axis=0))
+        if self.Z_fitted is None:
+            return self.with_modulator(da.roll(self.Z, int(shift), axis=0))
+        residual = da.roll(self.Z - self.Z_fitted, int(shift), axis=0)
+        return self.with_modulator(self.Z_fitted + residual)
 
     def resampled(self, index, groups=None):
         from mics.data.chunked import rows
 
         X, Y, Z = (rows(a, index) for a in (self.X, self.Y, self.Z))
-        return replace(self, X=X, Y=Y, Z=Z, groups=groups)
+        fitted = None if self.Z_fitted is None else rows(self.Z_fitted, index)
+        return replace(self, X=X, Y=Y, Z=Z, groups=groups, Z_fitted=fitted)
+
+    def _cross_products(self, G, splits, source):
+        import dask
+        import dask.array as da
+
+        chunks = (self.X.chunks[0], G.shape[1])
+        parts = [da.from_array(G, chunks=chunks), self.X, self.Z]
+        A = da.concatenate(parts if source else [parts[0], parts[2]], axis=1)
+        products = [A[test].T @ A[test] for _, test in splits]
+        total, *folds = dask.compute(A.T @ A, *products)
+        return np.asarray(total), [
+            (np.asarray(f), len(t)) for f, (_, t) in zip(folds, splits, strict=True)
+        ]
 
     def map(
         self,
@@ -376,7 +475,9 @@ def _args(item):
 def _on_moments(func, moments, groups, y_1d, *args):
     """Run ``func`` on a variant of a chunked problem, given its computed fold moments."""
     total, folds = moments
-    return func(MomentProblem(None, None, None, groups, y_1d, None, total, folds), *args)
+    return func(
+        MomentProblem(None, None, None, groups, y_1d, None, total=total, folds=folds), *args
+    )
 
 
 def _ordered_results(jobs, n_jobs, stoppable):

@@ -474,7 +474,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         if y_1d and q != 1:
             raise ValueError(f"y_1d needs a single target column, the moments have {q}.")
         self._labels = None
-        problem = MomentProblem(None, None, None, None, bool(y_1d), None, total, folds)
+        problem = MomentProblem(None, None, None, None, bool(y_1d), None, total=total, folds=folds)
         return self.fit_problem(problem)
 
     def _label_outputs(self):

@@ -37,18 +37,18 @@ where needed, ``modulator_mean_`` (m,) and ``source_covariance_`` (p, p).
 from __future__ import annotations
 
 import html
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
 import xarray as xr
-from scipy import linalg, stats
+from scipy import linalg
 from sklearn.exceptions import NotFittedError
 
 from mics.core.linalg import orthonormal_svd
 
 __all__ = [
     "PARTS",
+    "cross_energies",
     "decompose_channels",
     "decompose",
     "modulation_split",
@@ -60,7 +60,6 @@ __all__ = [
     "format_decomposition",
     "format_bootstrap",
     "format_asymmetry",
-    "asymmetry_from_draws",
     "summarize",
     "summarize_asymmetry",
     "result_kind",
@@ -360,6 +359,63 @@ def decompose_channels(
         }
     )
     return ds
+
+
+def cross_energies(
+    source_subspace,
+    target_subspace,
+    first,
+    second,
+    *,
+    metric="euclidean",
+    source_covariance=None,
+    covariance_ridge=1e-8,
+):
+    """Energies of the four parts as inner products of two independent estimates of ``W``.
+
+    ``E_part = <Pi_part W_1, Pi_part W_2>`` (Frobenius), with ``Pi_part`` the
+    projector of the part (:func:`decompose_channels`). When ``W_1`` and
+    ``W_2`` are fitted on disjoint halves of the data their estimation noise
+    is independent, so ``E_part`` is free of the noise energy that inflates
+    ``||Pi_part W_hat||^2`` (a fitted pattern's noise falls mostly outside
+    the baseline subspaces, more so on the side with more neurons): it is a
+    chance-corrected energy, which can be slightly negative when the part is
+    empty.
+
+    Parameters
+    ----------
+    source_subspace : array-like of shape (p, r)
+    target_subspace : array-like of shape (q, r)
+    first, second : tuple of (weights (K,), source (p, K), target (q, K), modulator (m, K))
+        The CP factors of the two estimates, in the same units (modulators
+        per standard deviation of the same data); their channel counts,
+        orders and signs need not match (``W`` is invariant to them).
+    metric, source_covariance, covariance_ridge
+        As in :func:`decompose_channels`.
+
+    Returns
+    -------
+    energies : dict
+        ``part -> E_part`` over :data:`PARTS`.
+    """
+    U = _as_matrix(source_subspace, "source_subspace")
+    V = _as_matrix(target_subspace, "target_subspace")
+    geometry = _SourceMetric(U, metric, source_covariance, covariance_ridge)
+    target_basis = linalg.orth(V)
+    sides = []
+    for lam, A, Bm, C in (first, second):
+        a_in, a_out = _split_source(geometry, _as_matrix(A, "source_patterns"))
+        b_in, b_out = _split_target(target_basis, _as_matrix(Bm, "target_patterns"))
+        sides.append(
+            (np.asarray(lam, dtype=float).reshape(-1), {True: a_in, False: a_out},
+             {True: b_in, False: b_out}, _as_matrix(C, "modulator_patterns"))
+        )
+    (l1, s1, t1, c1), (l2, s2, t2, c2) = sides
+    weight_gram = np.outer(l1, l2) * (c1.T @ c2)
+    return {
+        part: float(np.sum(weight_gram * (s1[s].T @ s2[s]) * (t1[t].T @ t2[t])))
+        for part, (s, t) in _SIDES.items()
+    }
 
 
 def decompose(model, metric="euclidean", *, covariance_ridge=1e-8):
@@ -800,239 +856,68 @@ def format_bootstrap(boot):
 # ------------------------------------------------------------------------- asymmetry
 
 
-def asymmetry_from_draws(observed, draws, *, confidence=0.95, interval="bc", attrs=None):
-    """Interval and test of source- against target-side reconfiguration.
-
-    The statistic is ``d = total_private_source - total_private_target``: the
-    share of the modulation tensor's energy that recruits private *source*
-    dimensions minus the share that reaches private *target* dimensions.
-    ``d > 0`` reads "the modulator changes which source patterns communicate
-    more than where in the target they land".
-
-    Parameters
-    ----------
-    observed : xarray.Dataset or mapping
-        Whole-tensor fractions of the full-data fit: a decomposition
-        (:func:`decompose`) or a mapping ``part -> fraction`` over
-        :data:`PARTS`.
-    draws : array-like of shape (n_boot, 4)
-        The same four fractions (in :data:`PARTS` order) in each bootstrap
-        refit; rows with a non-finite value (a refit without modulation)
-        are dropped.
-    confidence : float in (0, 1)
-        Level of the intervals.
-    interval : {"bc", "percentile"}
-        ``"bc"`` (default): Efron's bias-corrected percentile interval;
-        ``"percentile"``: the plain percentile interval (see Notes).
-    attrs : mapping, optional
-        Extra attributes (how the draws were made) for the result.
-
-    Returns
-    -------
-    result : xarray.Dataset
-        ``fraction`` (part,) observed whole-tensor fractions and
-        ``fraction_interval`` (part, bound) their percentile intervals;
-        ``difference`` (scalar) = private_source - private_target,
-        ``difference_interval`` (bound,), ``p_value`` (scalar; two-sided,
-        H0: d = 0), ``bias`` (scalar; mean of the draws minus the observed
-        difference, a diagnostic); the draws as ``difference_draws``
-        (boot,) and ``fraction_draws`` (boot, part). Attributes:
-        ``confidence``, ``n_boot`` (usable draws), ``interval`` and
-        ``test`` (how they were computed), ``estimate_outside_draws`` (1
-        when every draw lies on one side of the estimate: the
-        bias-corrected interval then degenerates, and a warning says so),
-        plus ``attrs``.
-
-    Notes
-    -----
-    Both private fractions are biased upwards in finite samples: a fitted
-    pattern's estimation noise falls mostly outside the baseline subspace,
-    more so on the side with more neurons outside it (``p - r`` source
-    against ``q - r`` target dimensions), so the difference leans towards
-    the larger population. Bootstrap refits add that leak a second time,
-    and a plain percentile interval then sits about twice the bias away
-    from the truth. The bias-corrected (BC) percentile interval moves the
-    levels to ``Phi(2 z0 -+ z_{1-alpha/2})`` with ``z0 = Phi^{-1}(share of
-    draws below the estimate)``, which undoes a bias of the estimator that
-    the bootstrap reproduces; it stays inside [-1, 1] and follows monotone
-    transformations, as the percentile interval does. BCa's acceleration
-    would need a jackknife of refits (one per trial), as costly as the
-    bootstrap itself, so it is not offered.
-
-    The two-sided p-value inverts the interval: ``p < alpha`` exactly when
-    the ``1 - alpha`` interval excludes 0 (both use the draws' ECDF without
-    interpolation). For the percentile interval ``p = min(1, 2 min(#{d* <=
-    0}, #{d* >= 0}) / B)``; for BC, ``p = 2 min(Phi(Phi^{-1}(#{d* <= 0} /
-    B) - 2 z0), Phi(Phi^{-1}(#{d* >= 0} / B) + 2 z0))``. ``p = 0`` means no
-    draw crossed 0: p is below the resolution ``2 / B``.
-
-    Calibration (measured when this was written, ``MICs(n_init=1)`` refits,
-    40 block resamples, data sets with a private-source and a
-    private-target channel of equal weight, so d = 0; modulation SNR 0.3,
-    T = 600): false positives at 0.05 were 3/40 (BC; 5/40 percentile) with
-    p = q = 20 and 6/40 (BC; 7/40 percentile) with p = 30, q = 12; 2/60
-    with p = 16, q = 14, T = 400 (docs/guide/decomposition.md). The test is
-    liberal when the populations differ in size: read a p near 0.05 as
-    borderline.
-    """
-    draws = np.asarray(draws, dtype=float)
-    if draws.ndim != 2 or draws.shape[1] != len(PARTS):
-        raise ValueError(f"draws must have shape (n_boot, {len(PARTS)}), got {draws.shape}.")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}.")
-    if interval not in _INTERVAL_NAMES:
-        raise ValueError(f"interval must be one of {list(_INTERVAL_NAMES)}, got {interval!r}.")
-    if isinstance(observed, xr.Dataset):
-        obs = np.array([float(observed[f"total_{part}"]) for part in PARTS])
-    else:
-        obs = np.array([float(observed[part]) for part in PARTS])
-    draws = draws[np.all(np.isfinite(draws), axis=1)]
-    if draws.shape[0] == 0:
-        raise ValueError("no bootstrap draw has finite fractions (no modulation in any refit).")
-    i_src, i_tgt = PARTS.index("private_source"), PARTS.index("private_target")
-    diff_draws = draws[:, i_src] - draws[:, i_tgt]
-    diff = float(obs[i_src] - obs[i_tgt])
-    alpha = 1 - confidence
-    n_boot = diff_draws.size
-    z0 = _bias_z(diff_draws, diff) if interval == "bc" else 0.0
-    # Every draw on one side of the estimate: the bootstrap distribution is
-    # centred away from it, Efron's z0 is clipped, and the bias-corrected
-    # levels both collapse onto the extreme draw (an interval of width ~0
-    # that need not contain the estimate). Said, not hidden.
-    outside = bool(np.all(diff_draws < diff) or np.all(diff_draws > diff))
-    if outside and interval == "bc":
-        warnings.warn(
-            f"the observed asymmetry {diff:+.3f} lies outside all {n_boot} bootstrap draws "
-            f"({diff_draws.min():+.3f} to {diff_draws.max():+.3f}): the bias-corrected "
-            "interval degenerates there and is not a confidence interval; use more resamples "
-            'or interval="percentile", and read the estimate as unstable.',
-            UserWarning,
-            stacklevel=2,
-        )
-    frac_z0 = (
-        np.array([_bias_z(draws[:, j], obs[j]) for j in range(len(PARTS))])
-        if interval == "bc"
-        else np.zeros(len(PARTS))
-    )
-    frac_bounds = np.array([_interval(draws[:, j], alpha, frac_z0[j]) for j in range(len(PARTS))])
-    ds = xr.Dataset(
-        {
-            "fraction": ("part", obs, {"long_name": "whole-tensor fraction of ||W||^2"}),
-            "fraction_interval": (("part", "bound"), frac_bounds),
-            "difference": (
-                (),
-                diff,
-                {"long_name": "total_private_source - total_private_target"},
-            ),
-            "difference_interval": ("bound", np.array(_interval(diff_draws, alpha, z0))),
-            "p_value": (
-                (),
-                _interval_p_value(diff_draws, z0),
-                {"long_name": "two-sided bootstrap p, H0: difference = 0"},
-            ),
-            "bias": ((), float(diff_draws.mean() - diff), {"long_name": "mean(d*) - d"}),
-            "difference_draws": ("boot", diff_draws),
-            "fraction_draws": (("boot", "part"), draws),
-        },
-        coords={"part": list(PARTS), "bound": ["low", "high"]},
-    )
-    ds.attrs.update(
-        {
-            "title": "MIC asymmetry: private source - private target",
-            "confidence": float(confidence),
-            "n_boot": int(n_boot),
-            "interval": _INTERVAL_NAMES[interval],
-            "test": "two-sided, inverting the interval (p < 1 - confidence iff it excludes 0)",
-            "estimate_outside_draws": int(outside),
-            **dict(attrs or {}),
-        }
-    )
-    return ds
-
-
-_INTERVAL_NAMES = {
-    "percentile": "bootstrap percentile",
-    "bc": "bias-corrected bootstrap percentile",
-}
-
-
-def _bias_z(draws, observed):
-    """Efron's bias correction z0: normal quantile of the share of draws below the estimate."""
-    n = draws.size
-    share = (np.count_nonzero(draws < observed) + 0.5 * np.count_nonzero(draws == observed)) / n
-    # clipped to half a draw from 0 and 1, so z0 stays finite
-    return float(stats.norm.ppf(np.clip(share, 0.5 / n, 1 - 0.5 / n)))
-
-
-def _interval(draws, alpha, z0):
-    """(low, high) at Efron's levels Phi(2 z0 +- z_{1-alpha/2}) of the draws' ECDF.
-
-    The lower bound is the smallest draw whose ECDF reaches the level (and
-    the upper the mirror image), with no interpolation, so that the bound
-    excludes 0 exactly when :func:`_interval_p_value` is below ``alpha``.
-    """
-    z = stats.norm.ppf(1 - alpha / 2)
-    low_level = stats.norm.cdf(2 * z0 - z)
-    high_level = 1 - stats.norm.cdf(2 * z0 + z)  # the upper tail's share, mirrored
-    low = np.quantile(draws, low_level, method="inverted_cdf")
-    high = -np.quantile(-draws, high_level, method="inverted_cdf")
-    return float(low), float(high)
-
-
-def _interval_p_value(draws, z0):
-    """Two-sided p of H0: 0, the smallest alpha whose :func:`_interval` excludes 0."""
-    n = draws.size
-    below = stats.norm.ppf(np.count_nonzero(draws <= 0) / n)
-    above = stats.norm.ppf(np.count_nonzero(draws >= 0) / n)
-    with np.errstate(invalid="ignore"):
-        p = 2 * min(stats.norm.cdf(below - 2 * z0), stats.norm.cdf(above + 2 * z0))
-    return float(min(1.0, p))
-
-
 def format_asymmetry(ds):
-    """Text table of an asymmetry result: fractions, the difference, its interval and p.
+    """Text table of an asymmetry result: corrected and fitted fractions, the tests.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        The result of :func:`mics.asymmetry` / :func:`asymmetry_from_draws`.
+        The result of :func:`mics.asymmetry`.
 
     Returns
     -------
     table : str
     """
+    status = ds.attrs.get("status", "tested")
+    if status.startswith("undefined"):
+        return f"MIC asymmetry: {status}."
     level = f"{100 * float(ds.attrs.get('confidence', np.nan)):g}%"
     lines = [
-        f"MIC asymmetry: {level} {ds.attrs.get('interval', 'bootstrap')} intervals over "
+        f"MIC asymmetry: {level} chance-corrected intervals from "
         f"{ds.attrs.get('n_boot', '?')} resamples{_how_resampled(ds)}",
         "".join(f"{h:>{_WIDE}}" for h in ["", *_SHORT.values()]),
-        f"{'fraction':>{_WIDE}}"
+        f"{'fitted':>{_WIDE}}"
+        + "".join(
+            f"{float(ds['fraction_observed'].sel(part=part)):>{_WIDE}.3f}" for part in PARTS
+        ),
+        f"{'corrected':>{_WIDE}}"
         + "".join(f"{float(ds['fraction'].sel(part=part)):>{_WIDE}.3f}" for part in PARTS),
         f"{'interval':>{_WIDE}}"
         + "".join(
             f"{_pair(ds['fraction_interval'].sel(part=part), '.3f'):>{_WIDE}}" for part in PARTS
         ),
         f"private source - private target = {float(ds['difference']):+.3f} "
-        f"({level} CI {_pair(ds['difference_interval'], '+.3f', ' to ')}), "
-        f"two-sided {_p_text(ds)}",
+        f"({level} CI {_pair(ds['difference_interval'], '+.3f', ' to ')}; fitted "
+        f"{float(ds['difference_observed']):+.3f}), two-sided {_p_text(ds)}",
+        f"private target below {float(ds.attrs.get('margin', np.nan)):g}: upper bound "
+        f"{float(ds['target_upper']):.3f}, equivalence p = {float(ds['stable_p_value']):.2g}",
     ]
+    if status != "tested":
+        lines.append(f"({status})")
     return "\n".join(lines)
 
 
 def summarize_asymmetry(ds):
-    """One sentence on source- against target-side reconfiguration.
+    """One or two sentences on source- against target-side reconfiguration.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        The result of :func:`mics.asymmetry` / :func:`asymmetry_from_draws`.
+        The result of :func:`mics.asymmetry`.
 
     Returns
     -------
     text : str
     """
+    status = ds.attrs.get("status", "tested")
+    if status.startswith("undefined"):
+        return (
+            f"Source- against target-side reconfiguration is {status}; without detected "
+            "gating the fitted channels' geometry is noise and is not interpreted."
+        )
     confidence = float(ds.attrs.get("confidence", 0.95))
     level = f"{100 * confidence:g}%"
+    alpha = 1 - confidence
     frac = {part: float(ds["fraction"].sel(part=part)) for part in PARTS}
 
     def cell(part):
@@ -1041,20 +926,41 @@ def summarize_asymmetry(ds):
 
     diff = float(ds["difference"])
     low, high = (float(v) for v in ds["difference_interval"].values)
-    # Decided by the interval (which the p-value inverts), so words and CI agree.
-    if low > 0:
+    p = float(ds["p_value"])
+    # Decided by the test, with the sign of the corrected difference.
+    if p <= alpha and diff > 0:
         lead = "The modulator reconfigures source patterns more than target patterns"
-    elif high < 0:
+    elif p <= alpha and diff < 0:
         lead = "The modulator reconfigures target patterns more than source patterns"
     else:
         lead = "No asymmetry between source- and target-side reconfiguration is detected"
-    return (
-        f"{lead}: private source {cell('private_source')} against private target "
-        f"{cell('private_target')} of the modulation energy, difference {diff:+.2f} "
-        f"({level} CI {low:+.2f} to {high:+.2f}; bootstrap {_p_text(ds)}, "
-        f"{int(ds.attrs.get('n_boot', 0))} resamples{_how_resampled(ds)}). Alongside: "
-        f"reshape {cell('reshape')}, new {cell('new')}."
+    margin = float(ds.attrs.get("margin", np.nan))
+    stable_p = float(ds["stable_p_value"])
+    if stable_p <= alpha:
+        stable = (
+            f"The target patterns are stable: the private-target share is below {margin:g} "
+            f"(upper bound {float(ds['target_upper']):.2f}, equivalence p = {stable_p:.2g})."
+        )
+    else:
+        stable = (
+            f"Target stability is not shown: the private-target share's upper bound "
+            f"{float(ds['target_upper']):.2f} is not below the margin {margin:g} "
+            f"(equivalence p = {stable_p:.2g})."
+        )
+    text = (
+        f"{lead}: chance-corrected private source {cell('private_source')} against private "
+        f"target {cell('private_target')} of the modulation energy, difference {diff:+.2f} "
+        f"({level} CI {low:+.2f} to {high:+.2f}; {_p_text(ds)}, "
+        f"{int(ds.attrs.get('n_boot', 0))} resamples{_how_resampled(ds)}; fitted "
+        f"{float(ds['difference_observed']):+.2f} before the correction). Alongside: "
+        f"reshape {cell('reshape')}, new {cell('new')}. {stable}"
     )
+    if status != "tested":
+        text += (
+            " Modulation was not tested with these data: the asymmetry means something "
+            "only where gating is detected (mics.test_reconfiguration)."
+        )
+    return text
 
 
 def _pair(values, spec, sep="-"):
@@ -1063,9 +969,7 @@ def _pair(values, spec, sep="-"):
 
 
 def _p_text(ds):
-    p, n = float(ds["p_value"]), int(ds.attrs.get("n_boot", 0))
-    # No draw on the other side of 0: p is only known to be below the resolution 2 / B.
-    return f"p < {2 / n:.2g}" if n and p == 0 else f"p = {p:.2g}"
+    return f"p = {float(ds['p_value']):.2g}"
 
 
 def _how_resampled(ds):
@@ -1218,8 +1122,9 @@ def summarize(ds, intervals=None):
     side = "source" if asym > 0 else "target"
     return (
         f"{text} Source- against target-side reconfiguration (private source - private "
-        f"target): {asym:+.2f}, leaning to the {side} side; mics.asymmetry gives its "
-        "bootstrap interval and test."
+        f"target): {asym:+.2f} as fitted, leaning to the {side} side; fitted shares lean "
+        "to the larger population by chance, so read it through mics.asymmetry's "
+        "chance-corrected test."
     )
 
 

@@ -1,4 +1,4 @@
-"""Figure of the asymmetry statistic: source- against target-side reconfiguration."""
+"""Figure of the headline: source- against target-side reconfiguration, chance-corrected."""
 
 from __future__ import annotations
 
@@ -10,29 +10,28 @@ from mics.plotting.model import PART_COLORS, PART_LABELS, load_pyplot
 __all__ = ["plot_asymmetry"]
 
 
-def plot_asymmetry(result, axes=None, bins=None):
-    """The four fractions with intervals, and the bootstrap distribution of the difference.
+def plot_asymmetry(result, axes=None):
+    """The four fractions against chance, and the two private sides with the stability margin.
 
     Parameters
     ----------
     result : xarray.Dataset
-        From :func:`mics.asymmetry`.
+        From :func:`mics.asymmetry` (or ``Reconfiguration.asymmetry``).
     axes : sequence of two matplotlib.axes.Axes, optional
-        Where to draw the fractions and the difference; a new figure with
-        two panels when omitted.
-    bins : int or sequence, optional
-        Histogram bins of the bootstrap differences (default 20 equal bins
-        over their range; the axis still shows 0).
+        Where to draw; a new figure with two panels when omitted.
 
     Returns
     -------
     axes : ndarray of two matplotlib.axes.Axes
         Left: one bar per part (reshape, private source, private target,
-        new; fractions of the modulation energy) with its percentile
-        interval. Right: histogram of the bootstrap differences
-        ``private_source - private_target``, the observed difference
-        (``observed``), its interval (shaded) and 0 (dotted), with the
-        p-value in the title.
+        new) at its chance-corrected fraction of the modulation energy with
+        its interval, the fitted (uncorrected) fraction as an open circle and
+        the fraction a noise-fitted channel would take (``chance``) as a grey
+        dash: how far each part stands from what noise alone gives. Right:
+        private source, private target and their difference, corrected, with
+        intervals; 0 dotted, the equivalence margin of target stability
+        dashed; the tests' p-values in the title. An undefined result (no
+        modulation detected) is drawn as a note, with no estimate.
 
     Raises
     ------
@@ -42,39 +41,64 @@ def plot_asymmetry(result, axes=None, bins=None):
     if result_kind(result) != "asymmetry":
         raise ValueError("plot_asymmetry draws the Dataset returned by mics.asymmetry.")
     if axes is None:
-        _, axes = load_pyplot().subplots(1, 2, figsize=(8.0, 3.2))
+        _, axes = load_pyplot().subplots(1, 2, figsize=(9.0, 3.4))
     axes = np.asarray(axes).reshape(-1)
     if axes.size != 2:
         raise ValueError(f"axes must hold two Axes, got {axes.size}.")
     left, right = axes
+    status = result.attrs.get("status", "tested")
+    if status.startswith("undefined"):
+        for ax in axes:
+            ax.set_axis_off()
+        left.text(0.0, 0.5, f"asymmetry {status}", fontsize=9, wrap=True, va="center")
+        return axes
     level = f"{100 * float(result.attrs.get('confidence', 0.95)):g}%"
 
     frac = np.array([float(result["fraction"].sel(part=p)) for p in PARTS])
+    fitted = np.array([float(result["fraction_observed"].sel(part=p)) for p in PARTS])
     bounds = np.array([result["fraction_interval"].sel(part=p).values for p in PARTS])
     x = np.arange(len(PARTS))
-    left.bar(x, frac, color=[PART_COLORS[p] for p in PARTS])
+    left.bar(x, frac, color=[PART_COLORS[p] for p in PARTS], label="corrected")
     left.vlines(x, bounds[:, 0], bounds[:, 1], color="k", linewidth=1.5, label=f"{level} CI")
+    left.plot(x, fitted, "o", mfc="none", mec="k", label="fitted")
+    if "chance" in result and np.all(np.isfinite(result["chance"].values)):
+        chance = result["chance"].values
+        left.hlines(chance, x - 0.4, x + 0.4, color="0.5", linewidth=2, label="noise level")
+    left.axhline(0.0, color="k", linewidth=0.6)
     left.set_xticks(x)
     left.set_xticklabels([PART_LABELS[p] for p in PARTS], rotation=20)
-    left.set_ylim(0, 1.05)
+    left.set_ylim(min(-0.05, np.nanmin(bounds) - 0.02), 1.05)
     left.set_ylabel("fraction of modulation energy")
-    left.legend(loc="upper right", fontsize=8, frameon=False)
+    left.legend(loc="upper right", fontsize=7, frameon=False)
 
-    draws = np.asarray(result["difference_draws"].values, dtype=float)
-    observed = float(result["difference"])
-    low, high = (float(v) for v in result["difference_interval"].values)
-    if bins is None:
-        # bins over the draws only: spread over [0, observed] a tight bootstrap is one bar
-        bins = np.histogram_bin_edges(draws, bins=20)
-    right.hist(draws, bins=bins, color="0.6", edgecolor="white", label="bootstrap")
-    right.axvspan(low, high, color="C0", alpha=0.15, label=f"{level} CI")
-    right.axvline(observed, color="C3", linewidth=2, label=f"observed = {observed:+.2f}")
+    rows = [
+        ("private source", "private_source"),
+        ("private target", "private_target"),
+        ("difference", None),
+    ]
+    for i, (_, part) in enumerate(rows):
+        if part is None:
+            value = float(result["difference"])
+            low, high = (float(v) for v in result["difference_interval"].values)
+            raw = float(result["difference_observed"])
+        else:
+            value = float(result["fraction"].sel(part=part))
+            low, high = (float(v) for v in result["fraction_interval"].sel(part=part).values)
+            raw = float(result["fraction_observed"].sel(part=part))
+        color = PART_COLORS.get(part, "C3") if part else "C3"
+        right.errorbar(value, i, xerr=[[value - low], [high - value]], fmt="s", color=color,
+                       capsize=3)  # fmt: skip
+        right.plot(raw, i, "o", mfc="none", mec="k")
+    margin = float(result.attrs.get("margin", np.nan))
+    if np.isfinite(margin):
+        right.axvline(margin, color="0.3", linestyle="--", linewidth=1)
+        right.annotate(f"margin {margin:g}", (margin, 1.35), fontsize=7, color="0.3",
+                       ha="left")  # fmt: skip
     right.axvline(0.0, color="k", linestyle=":", linewidth=1)
-    right.set_xlabel("private source - private target")
-    right.set_ylabel("resamples")
+    right.set_yticks(range(len(rows)), [r[0] for r in rows])
+    right.set_ylim(len(rows) - 0.5, -0.5)
+    right.set_xlabel("chance-corrected share (open: fitted)")
     p = float(result["p_value"])
-    n = int(result.attrs.get("n_boot", draws.size))
-    p_text = f"p < {2 / n:.2g}" if p == 0 else f"p = {p:.2g}"
-    right.set_title(f"source vs target reconfiguration: {p_text}", fontsize=9)
-    right.legend(loc="best", fontsize=8, frameon=False)
+    stable = float(result["stable_p_value"])
+    right.set_title(f"asymmetry p = {p:.2g}; targets stable p = {stable:.2g}", fontsize=9)
     return axes

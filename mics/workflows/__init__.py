@@ -8,13 +8,14 @@ from mics.workflows.inference import (
 )
 from mics.workflows.lags import lag_scan
 from mics.workflows.power import PowerAnalysis, power_analysis
-from mics.workflows.reconfiguration import asymmetry
+from mics.workflows.reconfiguration import Reconfiguration, asymmetry, test_reconfiguration
 from mics.workflows.sessions import fit_each_session
 from mics.workflows.stability import choose_sparsity, member_table, stability_selection
 
 __all__ = [
     "ModulationTest",
     "PowerAnalysis",
+    "Reconfiguration",
     "asymmetry",
     "bootstrap_channels",
     "choose_sparsity",
@@ -25,4 +26,5 @@ __all__ = [
     "power_analysis",
     "stability_selection",
     "test_modulation",
+    "test_reconfiguration",
 ]

@@ -101,6 +101,24 @@ class ModulationTest:
         Level of the intervals.
     effect_resampling : str
         ``"trial"``, ``"block"`` or ``""`` (no bootstrap).
+    rank : int
+        Baseline rank selected on the real data (fixed in the null fits).
+    condition_on : tuple of str
+        What the null keeps of the modulator (``"source"``, ``"drift"``):
+        only the rest of it is permuted or shifted.
+    modulator_r2_drift : float
+        Cross-validated share of the modulator's variance that a smooth
+        function of the session position predicts (NaN when not conditioned
+        on): how much of the modulator drifts over the session.
+    modulator_r2_source : float
+        Cross-validated share of the rest that the source predicts (NaN when
+        not conditioned on). Near 1, the modulator is nearly a function of
+        the source, and gating by it cannot be told from a nonlinear source
+        -> target map: the test then has little power, by design.
+    baseline_gain : float
+        Held-out share of the target's variance that the baseline
+        communication (rank ``rank``) explains beyond the additive model, on
+        the same folds as the effect size; NaN when not measured.
     """
 
     statistic: float
@@ -120,6 +138,41 @@ class ModulationTest:
     effect_draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 1)))
     confidence: float = 0.95
     effect_resampling: str = ""
+    rank: int = 0
+    condition_on: tuple = ()
+    modulator_r2_drift: float = np.nan
+    modulator_r2_source: float = np.nan
+    baseline_gain: float = np.nan
+
+    @property
+    def relative_effect(self):
+        """The effect as a fraction of the communicated variance (``effect_size / baseline_gain``).
+
+        NaN when the baseline communicates nothing measurable (rank 0, or a
+        non-positive held-out gain).
+        """
+        gain = self.baseline_gain
+        return self.effect_size / gain if np.isfinite(gain) and gain > 0 else np.nan
+
+    def verdict(self, alpha=0.05):
+        """The graded verdict at ``alpha``, agreeing with the effect size.
+
+        Returns
+        -------
+        {"gating", "pairing", "none"}
+            ``"gating"``: p <= alpha and the effect is measurable, its
+            interval above 0 (without an interval, an estimate above 0).
+            ``"pairing"``: p <= alpha, but the effect estimate is <= 0 or its
+            interval covers 0: the modulator's pairing with the source and
+            target matters, yet no gating channel predicts held-out activity.
+            ``"none"``: p > alpha (not detected).
+        """
+        if self.p_value > alpha:
+            return "none"
+        lo = self.effect_interval[0]
+        if self.effect_size > 0 and (not np.isfinite(lo) or lo > 0):
+            return "gating"
+        return "pairing"
 
     def __repr__(self):
         lo, hi = self.effect_interval
@@ -210,6 +263,19 @@ def _improvement(params, problem):
     return best_gain(outcome.cv_results), outcome
 
 
+def _reduced(variant, nonlinear):
+    """A null variant, its target residualised on its own modulator's hinges too.
+
+    The recorded target was residualised on the recorded modulator's
+    piecewise-linear additive basis, which leaves it orthogonal to that
+    basis in sample; a null variant's target is made orthogonal to its own
+    modulator's basis the same way, so that the two are treated alike (left
+    as they were, the recorded data alone would carry that orthogonality,
+    and the test over-rejected).
+    """
+    return variant.residualized(nonlinear=True) if nonlinear else variant
+
+
 def _null_statistic(params, problem):
     gain, outcome = _improvement(params, problem)
     return gain, _n_capped(outcome)
@@ -249,6 +315,9 @@ def test_modulation(
     stop_after=None,
     n_boot=None,
     confidence=0.95,
+    condition_on=("source", "drift"),
+    drift_df=5,
+    additive="nonlinear",
 ):
     """Permutation test for modulation (circular or trial null), with an effect size.
 
@@ -315,6 +384,26 @@ def test_modulation(
         depend on it.
     confidence : float
         Level of the effect-size intervals.
+    condition_on : tuple of {"source", "drift"} or None
+        What the null keeps of the modulator (a conditional permutation
+        test, Berrett et al. 2020): the part of ``Z`` that a smooth function
+        of the session position (``"drift"``) and a ridge regression on the
+        source (``"source"``) predict stays in place; only the residual is
+        permuted or shifted. Without it, a modulator that drifts with the
+        session together with the coupling, or that the source predicts
+        while the target reads the source nonlinearly, is called gating
+        (``results/null_families/``). None gives the exchangeable null
+        (the whole modulator permuted). The price is power against gating
+        by the predictable part: that part is in the null too.
+    drift_df : int
+        Functions of the drift basis (:func:`mics.core.conditioning.drift_basis`):
+        B-splines of the trial's (or sample's) position in the session.
+    additive : {"nonlinear", "linear"}
+        The reduced model whose residual target the test permutes against:
+        the modulator's additive effect regressed out as piecewise-linear in
+        each modulator (hinges at its quintiles; default), or linear. A
+        nonlinear additive effect left in the residual looks like gating
+        whenever the modulator also drives the source.
 
     Returns
     -------
@@ -347,7 +436,17 @@ def test_modulation(
     # large (an anti-conservative test). So the additive effect is removed
     # once, with the real alignment, before anything is shifted (as
     # Freedman & Lane permute under the reduced model).
-    problem = problem.residualized()
+    nonlinear = check_additive(additive) == "nonlinear"
+    problem = problem.residualized(nonlinear=nonlinear)
+    condition_on = check_condition_on(condition_on)
+    conditional = None
+    if condition_on:
+        params = gain_params(estimator)
+        problem, conditional = problem.conditioned(
+            problem.splits(params["cv"], params["gap"]),
+            source="source" in condition_on,
+            drift_df=check_count(drift_df, "drift_df", 1) if "drift" in condition_on else 1,
+        )
     observed, outcome = _improvement(gain_params(estimator), problem)
     res = outcome.cv_results
     selected = float(
@@ -356,14 +455,14 @@ def test_modulation(
     fixed = gain_params(estimator, rank=outcome.rank)
     if null == "circular":
         shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
-        nulls = (problem.rolled(s) for s in shifts)
+        nulls = (_reduced(problem.rolled(s), nonlinear) for s in shifts)
         perms = None
     else:
         shifts = np.zeros(0, dtype=int)
         idxs = [trial_permutation_indices(groups, rng, conditions) for _ in range(n_permutations)]
         starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
         perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
-        nulls = (problem.permuted(i) for i in idxs)
+        nulls = (_reduced(problem.permuted(i), nonlinear) for i in idxs)
     results = problem.map(
         partial(_null_statistic, fixed),
         nulls,
@@ -388,6 +487,7 @@ def test_modulation(
     # variance a reader knows, not on the residual the null shifts; its seed
     # is drawn after the null's, which therefore does not depend on n_boot.
     k_eff = max(outcome.n_channels, 1)
+    base_gain = baseline_gain(estimator, recorded, outcome.rank)
     gains, draws, intervals, resampling = heldout_effect(
         estimator,
         recorded,
@@ -425,6 +525,17 @@ def test_modulation(
         effect_draws=draws,
         confidence=float(confidence),
         effect_resampling=resampling,
+        rank=int(outcome.rank),
+        condition_on=condition_on,
+        baseline_gain=base_gain,
+        modulator_r2_drift=(
+            conditional.r2_drift if conditional is not None and "drift" in condition_on
+            else np.nan
+        ),
+        modulator_r2_source=(
+            conditional.r2_source if conditional is not None and "source" in condition_on
+            else np.nan
+        ),
     )
 
 
@@ -440,6 +551,27 @@ def _effect_params(estimator, rank, n_channels):
         max_channels=int(n_channels),
         channel_search="grid",
     )
+
+
+def baseline_gain(estimator, problem, rank):
+    """Held-out share of target variance the rank-``rank`` baseline adds to the additive model.
+
+    The baseline-only selection path (ranks ``0 .. rank``, no channel) on the
+    estimator's folds: the rank-0 model (the modulator's additive effect
+    alone) minus the rank-``rank`` one. The denominator of
+    :attr:`ModulationTest.relative_effect`.
+
+    Returns
+    -------
+    float
+        NaN when ``rank`` is 0.
+    """
+    if rank == 0:
+        return np.nan
+    params = gain_params(estimator, rank=None, max_rank=int(rank), n_channels=0)
+    outcome = fit_problem(params, problem, cv_only=True)
+    loss = outcome.cv_results["rank_mean_loss"]
+    return float(loss[0] - loss[int(rank)])
 
 
 def _cumulative_gains(params, problem):
@@ -622,15 +754,49 @@ def mde_text(power):
     return f"; the minimum detectable effect here is {', '.join(parts)} at {level:.0%} power"
 
 
-def result_sentence(test, power=None, alpha=0.05):
-    """One sentence reconciling the test's verdict, the selected K and the effect size.
+def _relative_text(test):
+    rel = test.relative_effect
+    if not np.isfinite(rel):
+        return ""
+    return f" ({_percent(rel)} of the variance the baseline communicates)"
 
-    "Detected" is the permutation test's verdict at ``alpha``; K is what the
-    one-SEM rule kept. The two can disagree: the statistic is the best
-    held-out gain over K >= 1, the selection asks that gain to beat one
-    standard error across folds. A detection with K = 0 therefore says that
-    gating is there but too weak to improve prediction reliably at this
-    sample size.
+
+def diagnostics_text(test):
+    """What the conditional null kept of the modulator, as one clause (empty without it)."""
+    parts = []
+    if np.isfinite(test.modulator_r2_drift):
+        parts.append(f"the session drift predicts {test.modulator_r2_drift:.2f}")
+    if np.isfinite(test.modulator_r2_source):
+        parts.append(f"the source {test.modulator_r2_source:.2f} of the rest")
+    if not parts:
+        return ""
+    text = (
+        "The null kept the modulator's predictable part (cross-validated R2: "
+        + " and ".join(parts)
+        + ") and permuted the rest"
+    )
+    if np.isfinite(test.modulator_r2_source) and test.modulator_r2_source > 0.8:
+        text += (
+            "; the source predicts most of the modulator, so gating by it cannot be told "
+            "from a nonlinear source -> target map and the test has little power"
+        )
+    return text + "."
+
+
+def result_sentence(test, power=None, alpha=0.05):
+    """The graded verdict in words: gating, pairing only, or not detected.
+
+    Three grades (:meth:`ModulationTest.verdict`), so that no sentence says
+    gating is present where the effect size says otherwise:
+
+    - gating detected and measurable: p <= alpha and the effect's interval
+      above 0;
+    - the modulator's pairing matters but no gating channel predicts held-out
+      activity: p <= alpha with an effect <= 0 or an interval covering 0.
+      The permutation test then rejects the exchangeability of the
+      modulator's trials (or shifts), which a gate would cause but which
+      is not itself a measured gate;
+    - not detected, with the minimum detectable effect when ``power`` is given.
 
     Parameters
     ----------
@@ -645,29 +811,38 @@ def result_sentence(test, power=None, alpha=0.05):
     """
     n = test.null_distribution.size
     null = "circular shifts" if test.null == "circular" else "trial permutations"
+    if test.condition_on:
+        null = f"{null} of the modulator's unpredicted part"
     p = f"p = {test.p_value:.3g} with {n} {null}, smallest possible {1 / (n + 1):.3g}"
     k = test.n_channels
     share = "of the held-out target variance beyond the additive model"
     one = "one channel would explain" if k == 0 else ("it explains" if k == 1 else "they explain")
-    effect = f"{one} {_effect_text(test)} {share}"
+    effect = f"{one} {_effect_text(test)} {share}{_relative_text(test)}"
     mde = mde_text(power)
-    if test.p_value <= alpha and k > 0:
-        return f"Modulation detected ({p}); {k} channel(s) selected, and {effect}{mde}."
-    if test.p_value <= alpha:
-        return (
-            f"Modulation detected ({p}), but no channel improves held-out prediction enough "
-            f"to be selected at this sample size (selected K = 0): gating is present yet "
-            f"weak; {effect}{mde}."
+    grade = test.verdict(alpha)
+    if grade == "gating":
+        kept = f"{k} channel(s) selected" if k else "no channel selected by the one-SEM rule"
+        text = f"Gating detected ({p}); {kept}, and {effect}{mde}."
+    elif grade == "pairing":
+        text = (
+            f"The modulator's pairing with the source and target matters ({p}), but no "
+            f"gating channel predicts held-out activity: {effect}, an estimate at or below 0 "
+            f"or an interval covering 0. This rejects the null's exchangeability; it does not "
+            f"measure a gate{mde}."
         )
-    if k > 0:
-        return (
-            f"No modulation detected ({p}), although the selection kept {k} channel(s): "
-            f"{effect}, which the null data match as often{mde}."
+    elif k > 0 or (test.effect_size > 0 and not test.effect_interval[0] <= 0):
+        kept = f", although the selection kept {k} channel(s)" if k else ""
+        text = (
+            f"No modulation detected ({p}){kept}: {effect}, which the null data sets "
+            f"match as often, so the gain is not specific to the modulator's pairing{mde}."
         )
-    return (
-        f"No modulation detected ({p}): channels do not improve held-out prediction at "
-        f"this sample size (selected K = 0; {effect}){mde}."
-    )
+    else:
+        text = (
+            f"No modulation detected ({p}): channels do not improve held-out prediction at "
+            f"this sample size (selected K = 0; {effect}){mde}."
+        )
+    diag = diagnostics_text(test)
+    return f"{text} {diag}" if diag else text
 
 
 def _collect_null(results, observed, n_permutations, stop_after, verbose):
@@ -726,6 +901,28 @@ def check_min_shift(min_shift, n):
     if n < 2:
         raise ValueError(f"a circular-shift test needs at least 2 samples, got {n}.")
     return check_count(min_shift, "min_shift", 1, n // 2)
+
+
+def check_additive(additive):
+    """How the test's reduced model removes the modulator's additive effect."""
+    if additive not in ("linear", "nonlinear"):
+        raise ValueError(f"additive must be 'linear' or 'nonlinear', got {additive!r}.")
+    return additive
+
+
+def check_condition_on(condition_on):
+    """The nuisance variables a conditional null keeps: a tuple of "source" and "drift"."""
+    if condition_on is None:
+        return ()
+    if isinstance(condition_on, str):
+        condition_on = (condition_on,)
+    names = tuple(condition_on)
+    unknown = [c for c in names if c not in ("source", "drift")]
+    if unknown:
+        raise ValueError(
+            f"condition_on takes 'source' and/or 'drift' (or None), got {unknown!r}."
+        )
+    return tuple(c for c in ("source", "drift") if c in names)
 
 
 def check_null(null, groups):
@@ -818,6 +1015,7 @@ def bootstrap_channels(
     verbose=1,
     random_state=None,
     scheme="bootstrap",
+    metric="euclidean",
 ):
     """Block-bootstrap confidence intervals for the channels of a fitted model.
 
@@ -849,13 +1047,17 @@ def bootstrap_channels(
         order: the subsamples of stability selection
         (:func:`mics.stability_selection`), not for intervals (a half
         sample's spread is that of half the data).
+    metric : {"euclidean", "covariance"}
+        Geometry of the decomposition of each refit (:func:`mics.model.decompose`).
 
     Returns
     -------
     xarray.Dataset
         ``channel_weights``, ``source_patterns``, ``target_patterns``,
         ``modulator_patterns``, the per-channel decomposition fractions
-        (``reshape``, ...) and the whole-tensor ones (``total_reshape``, ...),
+        (``reshape``, ...) and the whole-tensor ones (``total_reshape``, ...)
+        with their energies (``energy_reshape``, ...: squared norms of the
+        parts of the modulation tensor, modulators per standard deviation),
         each with a ``bound`` dimension (``low``, ``high``); the raw draws as
         ``*_draws`` with a ``boot`` dimension. Attribute ``resampling`` is
         ``"trial"`` or ``"block"``. Pass it as ``intervals`` to
@@ -911,7 +1113,7 @@ def bootstrap_channels(
             total=n_boot,
         )
     )
-    draws = {k: [] for k in ("w", "a", "b", "c", "frac", "total")}
+    draws = {k: [] for k in ("w", "a", "b", "c", "frac", "total", "energy")}
     parts = ("reshape", "private_source", "private_target", "new")
     for f in fits:
         order = _align(model, f)
@@ -927,9 +1129,10 @@ def bootstrap_channels(
         draws["a"].append(a * sa)
         draws["b"].append(b * sb)
         draws["c"].append(c * sa * sb)
-        dec = decompose(f)
+        dec = decompose(f, metric=metric)
         draws["frac"].append([dec[p].values[order] for p in parts])
         draws["total"].append([float(dec[f"total_{p}"]) for p in parts])
+        draws["energy"].append([float(dec[f"energy_{p}"]) for p in parts])
     ds = xr.Dataset(
         {
             "channel_weights": (("boot", "channel"), np.asarray(draws["w"])),
@@ -940,9 +1143,11 @@ def bootstrap_channels(
     )
     frac = np.asarray(draws["frac"])  # (boot, part, channel)
     total = np.asarray(draws["total"])  # (boot, part)
+    energy = np.asarray(draws["energy"])  # (boot, part)
     for i, p in enumerate(parts):
         ds[p] = (("boot", "channel"), frac[:, i])
         ds[f"total_{p}"] = ("boot", total[:, i])
+        ds[f"energy_{p}"] = ("boot", energy[:, i])
     lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
     # Intervals carry the decomposition's own variable names with a `bound`
     # dimension, so `mics.model.summarize(model.decompose(), out)`
@@ -955,5 +1160,6 @@ def bootstrap_channels(
         n_boot=n_boot,
         block_length=-1 if block_length is None else block_length,
         resampling=("block" if groups is None else "trial") + ("-half" if half else ""),
+        metric=metric,
     )
     return out

@@ -31,6 +31,8 @@ from mics.data.problem import make_problem
 from mics.data.validation import check_count, check_fraction
 from mics.model.fit import fit_problem
 from mics.workflows.inference import (
+    check_additive,
+    check_condition_on,
     check_min_shift,
     check_null,
     gain_params,
@@ -217,6 +219,9 @@ def power_analysis(
     n_jobs=None,
     verbose=1,
     random_state=None,
+    condition_on=("source", "drift"),
+    drift_df=5,
+    additive="nonlinear",
 ):
     """Detection rates of :func:`mics.test_modulation` for channels planted in this recording.
 
@@ -224,7 +229,11 @@ def power_analysis(
     the recording as the test's null does (the target's additive dependence
     on the modulator regressed out, then the modulator's trials permuted
     within conditions, or the modulator shifted circularly by at least
-    ``min_shift``), draw random patterns of that geometry relative to the
+    ``min_shift``; with ``condition_on``, as in the test, only the part of
+    the modulator that the session drift and the source do not predict is
+    permuted, so a copy's modulator still depends on the source as the
+    recorded one does and the copies are as hard as the recording), draw
+    random patterns of that geometry relative to the
     recording's baseline subspaces (a source pattern ``a``, a target pattern
     ``b``, a modulator pattern ``c``), add the channel ``(z . c)(x . a) b``
     to the copy's target with :func:`plant_channel` (the source, modulator,
@@ -242,6 +251,7 @@ def power_analysis(
     Y : array-like of shape (n_samples, n_target)
     Z : array-like of shape (n_samples, n_modulators) or (n_samples,)
     groups, conditions, n_permutations, min_shift, null, stop_after, n_jobs
+    condition_on, drift_df, additive
         The test's settings (see :func:`mics.test_modulation`); use those of
         the real analysis. ``stop_after`` (the sequential test) keeps the
         small p-values of the full test and saves most null fits of the
@@ -300,7 +310,18 @@ def power_analysis(
     # The copies the channels are planted into: the test's residual target
     # (its additive dependence on Z removed, as the test removes it before
     # permuting), with the modulator then permuted or shifted per simulation.
-    residual = np.asarray(problem.residualized().Y, dtype=float)
+    residualized = problem.residualized(nonlinear=check_additive(additive) == "nonlinear")
+    residual = np.asarray(residualized.Y, dtype=float)
+    condition_on = check_condition_on(condition_on)
+    if condition_on:
+        # The copies' modulators: the recording's predictable part kept, the
+        # rest permuted or shifted, as the test's own null draws them.
+        params = gain_params(estimator)
+        residualized, _ = residualized.conditioned(
+            residualized.splits(params["cv"], params["gap"]),
+            source="source" in condition_on,
+            drift_df=check_count(drift_df, "drift_df", 1) if "drift" in condition_on else 1,
+        )
     # The geometries are defined by the recording's own baseline subspaces.
     base = fit_problem(gain_params(estimator, n_channels=0), problem)
     rank = int(base.rank)
@@ -325,6 +346,9 @@ def power_analysis(
         null=null,
         stop_after=stop_after,
         conditions=conditions,
+        condition_on=condition_on,
+        drift_df=drift_df,
+        additive=additive,
     )
     shape = (len(geometries), strengths.size, n_sims)
     seeds = rng.randint(np.iinfo(np.int32).max, size=shape)
@@ -336,9 +360,11 @@ def power_analysis(
             for k in range(n_sims):
                 draw = np.random.RandomState(seeds[i, j, k])
                 if kind == "circular":
-                    z = np.roll(Z, draw.randint(shift_min, n - shift_min + 1), axis=0)
+                    copy = residualized.rolled(draw.randint(shift_min, n - shift_min + 1))
                 else:
-                    z = Z[trial_permutation_indices(codes, draw, conditions)]
+                    index = trial_permutation_indices(codes, draw, conditions)
+                    copy = residualized.permuted(index)
+                z = np.asarray(copy.Z, dtype=float)
                 a = _placed(draw, U, a_place)
                 b = _placed(draw, V, b_place)
                 c = _placed(draw, np.zeros((Z.shape[1], 0)), "free")

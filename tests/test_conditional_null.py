@@ -1,0 +1,258 @@
+"""The conditional null of the modulation test, its reduced model, and the graded verdicts.
+
+The null keeps the part of the modulator that the session's drift and the
+source predict (``mics.core.conditioning``, ``Problem.conditioned``) and
+permutes the rest; the reduced model removes a piecewise-linear additive
+effect of the modulator. Checked against direct computations; the verdicts
+against the effect sizes they must agree with.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+import mics
+from mics.core.conditioning import (
+    conditional_ridge,
+    drift_basis,
+    hinge_knots,
+    modulator_hinges,
+    session_position,
+)
+from mics.data.problem import make_problem
+from mics.workflows.inference import ModulationTest, result_sentence
+
+
+def test_session_position_per_trial():
+    groups = np.repeat([7, 3, 9, 1], [5, 3, 4, 2])  # trial ids in order of appearance
+    pos = session_position(groups.size, groups)
+    assert_allclose(np.unique(pos), [0, 1 / 3, 2 / 3, 1])
+    assert np.all(np.diff(pos) >= 0)
+    for g in np.unique(groups):
+        assert np.ptp(pos[groups == g]) == 0  # constant within a trial
+    assert_allclose(session_position(5), np.linspace(0, 1, 5))
+
+
+def test_drift_basis_spans_constants_and_trends():
+    pos = np.linspace(0, 1, 200)
+    basis = drift_basis(pos, 6)
+    assert basis.shape == (200, 7)
+    assert_allclose(basis[:, 0], 1.0)
+    assert_allclose(basis[:, 1:].sum(axis=1), 1.0)  # B-splines: a partition of unity
+    # a cubic trend lies in the span exactly
+    trend = 2 - 3 * pos + pos**3
+    coef = np.linalg.lstsq(basis, trend, rcond=None)[0]
+    assert_allclose(basis @ coef, trend, atol=1e-10)
+    assert_allclose(drift_basis(pos, 1), np.ones((200, 1)))
+    with pytest.raises(ValueError, match="at least 1"):
+        drift_basis(pos, 0)
+
+
+def test_hinges_of_a_mostly_zero_modulator():
+    rng = np.random.default_rng(0)
+    running = np.where(rng.uniform(size=500) < 0.8, 0.0, rng.exponential(3.0, 500))
+    pupil = rng.standard_normal(500)
+    Z = np.column_stack([running, pupil])
+    knots = hinge_knots(Z)
+    # the running speed's quantiles at 0 merge and drop: knots only inside bursts
+    assert np.all(knots[0] > 0) and knots[0].size <= 1
+    assert knots[1].size == 4
+    H = modulator_hinges(Z, knots)
+    assert H.shape == (500, knots[0].size + 4)
+    assert_allclose(H[:, -1], np.maximum(pupil - knots[1][-1], 0.0))
+
+
+def _design(seed=0, n=600, p=8, m=2):
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n // 20), 20)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.5, 3.0, p)
+    pos = session_position(n, groups)
+    Z = X[:, :3] @ rng.standard_normal((3, m)) + 2.0 * pos[:, None] + rng.standard_normal((n, m))
+    return X, Z, groups
+
+
+def test_conditional_ridge_matches_a_direct_fit():
+    X, Z, groups = _design()
+    n, p = X.shape
+    G = drift_basis(session_position(n, groups), 5)
+    A = np.column_stack([G, X, Z])
+    folds = np.array_split(np.arange(n), 5)
+    fit = conditional_ridge(
+        A.T @ A, n, [(A[f].T @ A[f], f.size) for f in folds], G.shape[1], p, alphas=[0.3]
+    )
+    # direct: regress G out of X and Z, standardise X, ridge with penalty 0.3 n
+    Xr = X - G @ np.linalg.lstsq(G, X, rcond=None)[0]
+    Zr = Z - G @ np.linalg.lstsq(G, Z, rcond=None)[0]
+    sd = np.sqrt((Xr**2).mean(axis=0))
+    Xs = Xr / sd
+    beta = np.linalg.solve(Xs.T @ Xs + 0.3 * n * np.eye(p), Xs.T @ Zr) / sd[:, None]
+    assert_allclose(fit.coef_source, beta, rtol=1e-8, atol=1e-12)
+    fitted = G @ fit.coef_drift + X @ fit.coef_source
+    direct = Z - (Zr - Xr @ beta)
+    assert_allclose(fitted, direct, atol=1e-9)
+    assert fit.alpha == 0.3
+    # the drift's share: adjusted R^2 of Z on the basis (units: the samples here)
+    Zc = Z - Z.mean(axis=0)
+    k = np.linalg.matrix_rank(G) - 1
+    r2 = 1 - (Zr**2).sum() / (Zc**2).sum()
+    assert_allclose(fit.r2_drift, 1 - (1 - r2) * (n - 1) / (n - k - 1), rtol=1e-8)
+    assert 0.5 < fit.r2_source < 1  # the source predicts most of what the drift leaves
+
+
+def test_conditional_ridge_chooses_little_shrinkage_where_the_source_predicts():
+    # With many samples per source neuron the least-penalised candidate within one
+    # standard error of the best is near ordinary least squares: shrinkage would
+    # leave predictable parts in the permuted residual.
+    X, Z, groups = _design(n=2000)
+    Y = np.random.default_rng(9).standard_normal((X.shape[0], 2))
+    problem = make_problem(X, Y, Z, groups=groups)
+    _, fit = problem.conditioned(problem.splits(5), source=True, drift_df=5)
+    assert fit.alpha <= 1e-3
+
+
+def test_conditioned_problem_permutes_the_residual_only():
+    X, Z, groups = _design(seed=1)
+    Y = np.random.default_rng(1).standard_normal((X.shape[0], 3))
+    problem = make_problem(X, Y, Z, groups=groups)
+    cond, fit = problem.conditioned(problem.splits(5), source=True, drift_df=5)
+    index = np.random.default_rng(2).permutation(X.shape[0])
+    assert_allclose(cond.permuted(index).Z, cond.Z_fitted + (Z - cond.Z_fitted)[index])
+    assert_allclose(cond.rolled(17).Z, cond.Z_fitted + np.roll(Z - cond.Z_fitted, 17, axis=0))
+    assert_allclose(problem.permuted(index).Z, Z[index])  # unconditioned: the whole modulator
+
+    # A permuted copy keeps the modulator's dependence on the source: its R^2 on
+    # X stays near the recording's, where a whole permutation loses it.
+    def r2(z):
+        design = np.column_stack([np.ones(len(X)), X])
+        res = z - design @ np.linalg.lstsq(design, z, rcond=None)[0]
+        return 1 - res.var() / z.var()
+
+    assert abs(r2(cond.permuted(index).Z) - r2(Z)) < 0.1
+    assert r2(problem.permuted(index).Z) < 0.1 < r2(Z)
+
+
+def test_conditioned_on_dask_matches_memory():
+    da = pytest.importorskip("dask.array")
+    X, Z, groups = _design(seed=3)
+    Y = np.random.default_rng(3).standard_normal((X.shape[0], 2))
+    mem = make_problem(X, Y, Z, groups=groups)
+    lazy = make_problem(
+        da.from_array(X, chunks=(130, -1)),
+        da.from_array(Y, chunks=(130, -1)),
+        da.from_array(Z, chunks=(130, -1)),
+        groups=groups,
+    )
+    splits = mem.splits(5)
+    a, fa = mem.conditioned(splits)
+    b, fb = lazy.conditioned(splits)
+    assert_allclose(np.asarray(b.Z_fitted), a.Z_fitted, atol=1e-10)
+    assert_allclose(fb.r2_source, fa.r2_source, rtol=1e-8)
+    index = np.random.default_rng(4).permutation(X.shape[0])
+    assert_allclose(np.asarray(b.permuted(index).Z), a.permuted(index).Z, atol=1e-10)
+    # the nonlinear reduced model agrees too
+    assert_allclose(
+        np.asarray(lazy.residualized(nonlinear=True).Y),
+        mem.residualized(nonlinear=True).Y,
+        atol=1e-10,
+    )
+
+
+def test_nonlinear_reduced_model_removes_a_saturating_additive_effect():
+    rng = np.random.default_rng(5)
+    n = 2000
+    Z = rng.standard_normal((n, 1))
+    Y = np.tanh(2 * Z) + 0.3 * Z**2 + 0.1 * rng.standard_normal((n, 2))
+    problem = make_problem(rng.standard_normal((n, 3)), Y, Z)
+    linear = np.asarray(problem.residualized().Y)
+    hinge = np.asarray(problem.residualized(nonlinear=True).Y)
+    assert hinge.var() < 0.2 * linear.var()
+    H = modulator_hinges(Z, hinge_knots(Z))
+    assert np.abs(H.T @ hinge).max() < 1e-8 * n  # orthogonal to the basis in sample
+
+
+# ------------------------------------------------------------------ graded verdicts
+
+
+def _test(p, effect, interval, k=1, gain=0.2):
+    return ModulationTest(
+        statistic=0.01,
+        selected_improvement=0.01 if k else 0.0,
+        null_distribution=np.zeros(99),
+        p_value=p,
+        n_channels=k,
+        shifts=np.zeros(99, dtype=int),
+        effect_size=effect,
+        effect_interval=np.asarray(interval, dtype=float),
+        effect_resampling="trial",
+        baseline_gain=gain,
+    )
+
+
+@pytest.mark.parametrize(
+    ("p", "effect", "interval", "k", "verdict"),
+    [
+        (0.01, 0.02, [0.005, 0.03], 1, "gating"),
+        (0.01, 0.02, [np.nan, np.nan], 1, "gating"),  # no bootstrap: the estimate decides
+        (0.01, -0.0009, [-0.011, 0.0062], 0, "pairing"),  # results/park2024, before
+        (0.005, -0.0005, [-0.0057, 0.0048], 0, "pairing"),  # the Semedo PCs form, before
+        (0.01, 0.004, [-0.002, 0.01], 1, "pairing"),  # positive, but the interval covers 0
+        (0.3, 0.02, [0.005, 0.03], 1, "none"),
+        (0.3, -0.01, [-0.02, 0.0], 0, "none"),
+    ],
+)
+def test_verdict_agrees_with_the_effect_size(p, effect, interval, k, verdict):
+    test = _test(p, effect, interval, k)
+    assert test.verdict() == verdict
+    text = result_sentence(test)
+    assert "gating is present" not in text
+    if verdict == "gating":
+        assert text.startswith("Gating detected")
+    elif verdict == "pairing":
+        assert text.startswith("The modulator's pairing with the source and target matters")
+        assert "no gating channel predicts held-out activity" in text
+        assert "Gating detected" not in text
+    else:
+        assert text.startswith("No modulation detected")
+
+
+def test_relative_effect_is_a_share_of_the_communicated_variance():
+    test = _test(0.01, 0.02, [0.01, 0.03], gain=0.25)
+    assert test.relative_effect == pytest.approx(0.08)
+    assert "8% of the variance the baseline communicates" in test.summary()
+    assert np.isnan(_test(0.01, 0.02, [0.01, 0.03], gain=np.nan).relative_effect)
+
+
+def test_test_reports_what_the_null_kept():
+    data, _ = mics.simulate_null_family(
+        "nonlinear",
+        size=dict(n_trials=40, n_samples_per_trial=12, n_source=8, n_target=6, n_modulators=1),
+        random_state=0,
+        source_drive=0.5,
+    )
+    est = mics.MICs(cv=4, max_channels=1, n_init=1, verbose=0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        test = mics.test_modulation(
+            est, data.X, data.Y, data.Z, n_permutations=4, n_boot=0, verbose=0, random_state=0
+        )
+        plain = mics.test_modulation(
+            est, data.X, data.Y, data.Z, n_permutations=4, n_boot=0, verbose=0,
+            random_state=0, condition_on=None,
+        )  # fmt: skip
+    assert test.condition_on == ("source", "drift")
+    assert 0.3 < test.modulator_r2_source < 1
+    assert "The null kept the modulator's predictable part" in test.summary()
+    assert plain.condition_on == () and np.isnan(plain.modulator_r2_source)
+    # same observed statistic, another null
+    assert test.statistic == plain.statistic
+    assert not np.array_equal(test.null_distribution, plain.null_distribution)
+    # the baseline's held-out gain is measured on the recorded target
+    assert test.baseline_gain > 0
+    with pytest.raises(ValueError, match="condition_on"):
+        mics.test_modulation(est, data.X, data.Y, data.Z, n_permutations=2, condition_on="time")
+    with pytest.raises(ValueError, match="additive"):
+        mics.test_modulation(est, data.X, data.Y, data.Z, n_permutations=2, additive="cubic")
