@@ -229,7 +229,7 @@ def run_test(
                 )
             )
         if model.rank_ > 0:  # with no baseline subspace every channel is "new"
-            extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot)
+            extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot, test=res)
     return row, null, decomp, extra
 
 
@@ -297,18 +297,14 @@ RANK0_ASYMMETRY = (
 
 
 def asymmetry_table(tests, extras):
-    """Asymmetry of every real test's K >= 1 model; ``reported`` marks the significant ones.
-
-    Significant means p <= 0.05 after Holm within the modulator set; when no
-    test survives Holm, p <= 0.05 uncorrected (``criterion`` says which).
-    """
+    """Asymmetry of every real test (``mics.asymmetry(..., test=...)``); ``reported`` marks
+    the defined ones (the test rejected at 0.05 with a channel selected)."""
     real = tests[tests.analysis == "real"]
-    holm = real.p_holm_set <= ALPHA
-    criterion = "Holm within set" if holm.any() else "uncorrected p <= 0.05"
-    chosen = holm if holm.any() else real.p_value <= ALPHA
+    criterion = "defined where the modulation test rejects at 0.05 with K >= 1"
     rows = []
-    for (_, row), sig in zip(real.iterrows(), chosen, strict=True):
+    for _, row in real.iterrows():
         extra = extras.get((row.session, row.modulators), {})
+        sig = "asymmetry" in extra and extra["asymmetry"].attrs["status"] == "tested"
         base = dict(
             session=row.session,
             modulators=row.modulators,
@@ -841,22 +837,20 @@ def asymmetry_section(asym):
     if not len(asym):
         return lines + ["No decomposition was bootstrapped (`--n-boot 0`): no asymmetry."]
     rep = asym[asym.reported]
-    criterion = asym.criterion.iloc[0]
-    what = (
-        "No test survives Holm within its modulator set, so the asymmetry is reported for the "
-        "tests significant at 0.05 *uncorrected*; none of them is a corrected finding."
-        if criterion.startswith("uncorrected")
-        else "Reported for the tests significant at 0.05 after Holm within their modulator set."
-    )
     lines += [
-        "`mics.asymmetry`: private-source minus private-target fraction of the modulation "
-        "tensor's energy of the K >= 1 model, with a bias-corrected interval and p-value from "
-        "the same whole-trial bootstrap as the decomposition (`asymmetry.csv`, which also holds "
-        "the non-significant tests, descriptive only). " + what,
+        "`mics.asymmetry(model, test=...)`: the chance-corrected test of private-source "
+        "against private-target modulation energy (bootstrap bias correction of the energies, "
+        "whole trials resampled, the decomposition's draws; `results/asymmetry_calibration/`), "
+        "with the equivalence test of stable target patterns (private target below 0.1). It is "
+        "defined only where the modulation test rejects at 0.05 with a channel selected; "
+        "elsewhere it is undefined and no p-value is given (`asymmetry.csv`, column `status`).",
         "",
     ]
     if not len(rep):
-        return lines + ["No test was significant, even uncorrected, so no asymmetry is reported."]
+        return lines + [
+            f"Undefined in all {len(asym)} real tests: no modulation test rejected with a "
+            "channel selected, so there is no gating whose sides could be compared."
+        ]
     lines += [
         f"- **{r.session}, {r.modulators}** (p = {r.p_value:.3g}): {r.sentence}"
         for r in rep.itertuples()

@@ -168,16 +168,24 @@ def improvement(estimator, X, Y, Z, groups):
 def effect_fields(res):
     """The effect size of a :class:`mics.ModulationTest` as table columns.
 
-    ``effect_size`` is the held-out target variance that ``effect_channels``
-    (= max(selected K, 1)) channels explain beyond the additive model;
+    ``verdict`` is the graded verdict at 0.05 (``ModulationTest.verdict``:
+    gating, pairing or none); ``effect_size`` is the held-out target
+    variance that ``effect_channels`` (= max(selected K, 1)) channels explain
+    beyond the additive model, ``relative_effect`` the same as a share of
+    the variance the baseline communicates; ``modulator_r2_*`` what the
+    conditional null kept of the modulator;
     ``effect_low``/``effect_high`` its trial-bootstrap interval (NaN without
     a bootstrap); ``gain_k`` the per-channel gains.
     """
     lo, hi = (float(v) for v in res.effect_interval)
     return dict(
+        verdict=res.verdict(),
         effect_size=float(res.effect_size),
         effect_low=lo,
         effect_high=hi,
+        relative_effect=float(res.relative_effect),
+        modulator_r2_drift=float(res.modulator_r2_drift),
+        modulator_r2_source=float(res.modulator_r2_source),
         effect_channels=int(res.effect_channels),
         effect_n_boot=int(len(res.effect_draws)),
         channel_gains=" ".join(f"{g:.5f}" for g in res.channel_gains),
@@ -250,11 +258,14 @@ def asymmetry_fields(asym):
     """The source-minus-target asymmetry (``mics.asymmetry``) as table columns."""
     lo, hi = (float(v) for v in asym["difference_interval"].values)
     out = dict(
+        status=asym.attrs.get("status", ""),
         difference=float(asym["difference"]),
         difference_low=lo,
         difference_high=hi,
+        difference_fitted=float(asym["difference_observed"]),
         asymmetry_p=float(asym["p_value"]),
-        bias=float(asym["bias"]),
+        target_upper=float(asym["target_upper"]),
+        stable_p=float(asym["stable_p_value"]),
         n_boot=int(asym.attrs.get("n_boot", 0)),
     )
     for part in asym["fraction"].part.values:

@@ -122,18 +122,19 @@ def _result(p_value, n_channels, effect=0.031, interval=(0.012, 0.05)):
 
 def test_one_sentence_reconciles_detection_with_the_selected_channels():
     detected = result_sentence(_result(0.01, 2))
-    assert detected.startswith("Modulation detected")
+    assert detected.startswith("Gating detected")
     assert "2 channel(s) selected" in detected and "3.1% [1.2%, 5%" in detected
-    # Detected, yet K = 0: said in words, not left as a contradiction.
+    # Rejected, yet the effect's interval covers 0: the pairing matters, but
+    # no gate is measured, in those words (never "gating is present").
     weak = result_sentence(_result(0.04, 0, 0.002, (-0.003, 0.006)))
-    assert weak.startswith("Modulation detected") and "selected K = 0" in weak
-    assert "one channel would explain 0.20%" in weak
+    assert weak.startswith("The modulator's pairing with the source and target matters")
+    assert "one channel would explain 0.20%" in weak and "gating is present" not in weak
     missed = _result(0.4, 0, -0.004, (-0.01, 0.003)).summary(power=0.021)
     assert missed.startswith("No modulation detected") and "selected K = 0" in missed
     assert "minimum detectable effect here is 2.1% at 80% power" in missed
     assert missed.count(".") >= 1 and "\n" not in missed
     assert "No modulation detected" in result_sentence(_result(0.3, 1))
-    assert "Modulation detected" in result_sentence(_result(0.3, 1), alpha=0.5)
+    assert "Gating detected" in result_sentence(_result(0.3, 1), alpha=0.5)
 
 
 def test_fit_summary_quotes_the_cv_gains_of_its_own_selection(gated):
@@ -145,6 +146,6 @@ def test_fit_summary_quotes_the_cv_gains_of_its_own_selection(gated):
     assert np.isclose(gains.sum(), loss[0] - loss[model.n_channels_])
     text = model.summary(test=res)
     assert f"{100 * gains.sum():.2g}% of the held-out" in text
-    assert "Modulation detected" not in text or res.p_value <= 0.05
+    assert "Gating detected" not in text or res.p_value <= 0.05
     fixed = mics.MICs(rank=1, n_channels=1, n_init=0, verbose=0).fit(X, Y, Z)
     assert fixed.heldout_gains() is None and "fixed" in fixed.summary()

@@ -25,6 +25,8 @@ import numpy as np
 from scipy import interpolate, linalg
 
 __all__ = [
+    "communicated_directions",
+    "source_terms",
     "hinge_knots",
     "modulator_hinges",
     "session_position",
@@ -32,6 +34,64 @@ __all__ = [
     "ConditionalFit",
     "conditional_ridge",
 ]
+
+
+def communicated_directions(Sxx, Sxy, n, k, ridge=1e-6):
+    """The source's ``k`` leading communicated directions (reduced-rank regression's).
+
+    Parameters
+    ----------
+    Sxx : ndarray of shape (p, p)
+        Centred source scatter.
+    Sxy : ndarray of shape (p, q)
+        Centred source-target cross scatter.
+    n : int
+        Samples behind the scatters.
+    k : int
+    ridge : float
+        Relative ridge of the least-squares step (a fraction of the mean
+        source variance), so that ``p >= n`` is defined.
+
+    Returns
+    -------
+    W : ndarray of shape (p, k)
+        Columns such that ``(X - mean) @ W`` are the communicated components,
+        each of unit variance: the top eigenvectors of the fitted values'
+        covariance (Semedo's reduced-rank step) mapped back to the source.
+    """
+    p = Sxx.shape[0]
+    level = max(np.trace(Sxx) / max(p, 1), 1e-300)
+    B = linalg.solve(Sxx + ridge * level * np.eye(p), Sxy, assume_a="pos")
+    evals, evecs = linalg.eigh(B.T @ Sxx @ B)
+    W = B @ evecs[:, ::-1][:, :k]
+    var = np.einsum("ij,ij->j", W, Sxx @ W) / max(n, 1)
+    return W / np.sqrt(np.where(var > 0, var, 1.0))
+
+
+def source_terms(components, basis=None):
+    """Columns of a nonlinear and drifting source -> target map, for the reduced model.
+
+    Parameters
+    ----------
+    components : array of shape (n_samples, k)
+        Centred communicated components (:func:`communicated_directions`);
+        NumPy or Dask.
+    basis : ndarray of shape (n_samples, g), optional
+        The drift basis (:func:`drift_basis`; its first column, the
+        constant, is skipped).
+
+    Returns
+    -------
+    list of arrays of shape (n_samples, 1)
+        Products ``u_i u_j`` (``i <= j``): a quadratic map; with ``basis``,
+        ``b_l u_i``: coupling that drifts over the session.
+    """
+    k = components.shape[1]
+    cols = [components[:, i : i + 1] * components[:, j : j + 1] for i in range(k) for j in range(i, k)]
+    if basis is not None:
+        cols += [basis[:, l : l + 1] * components[:, i : i + 1]
+                 for l in range(1, basis.shape[1]) for i in range(k)]  # fmt: skip
+    return cols
 
 
 def hinge_knots(Z, n_knots=4):
@@ -158,18 +218,57 @@ class ConditionalFit:
         source predicts on top (0 without the source).
     """
 
-    def __init__(self, coef_drift, coef_source, alpha, r2_drift, r2_source):
+    def __init__(self, coef_drift, coef_source, alpha, r2_drift, r2_source, operator=None):
         self.coef_drift = coef_drift
         self.coef_source = coef_source
         self.alpha = alpha
         self.r2_drift = r2_drift
         self.r2_source = r2_source
+        self._operator = operator
+
+    def coefficients(self, Gv, Xv):
+        """The same fit (same penalty) of another modulator-shaped array ``v``.
+
+        Parameters
+        ----------
+        Gv : ndarray of shape (n_basis, k)
+            ``G^T v``.
+        Xv : ndarray of shape (p, k)
+            ``X^T v`` (ignored without the source).
+
+        Returns
+        -------
+        coef_drift : ndarray of shape (n_basis, k)
+        coef_source : ndarray of shape (p, k)
+        """
+        basis_pinv, gamma_source, ridge = self._operator
+        if ridge is None:
+            return basis_pinv @ Gv, np.zeros((gamma_source.shape[1], Gv.shape[1]))
+        beta = ridge @ (Xv - gamma_source.T @ Gv)
+        return basis_pinv @ Gv - gamma_source @ beta, beta
 
     def __repr__(self):
         return (
             f"ConditionalFit(r2_drift={self.r2_drift:.3g}, r2_source={self.r2_source:.3g}, "
             f"alpha={self.alpha:.3g})"
         )
+
+
+def _ridge_operator(XX, n, alpha):
+    """``Q`` with ``Q @ XZ`` the ridge coefficients of :func:`_ridge_path` at one ``alpha``."""
+    var = np.clip(np.diag(XX) / max(n, 1), 0.0, None)
+    scale = np.sqrt(var)
+    keep = scale > 1e-12 * max(scale.max(initial=0.0), 1e-300)
+    d = np.where(keep, scale, 1.0)
+    Xs = XX / np.outer(d, d)
+    Xs[~keep] = 0.0
+    Xs[:, ~keep] = 0.0
+    evals, evecs = linalg.eigh(Xs)
+    evals = np.clip(evals, 0.0, None)
+    Q = (evecs / (evals + alpha * n)) @ evecs.T / np.outer(d, d)
+    Q[~keep] = 0.0
+    Q[:, ~keep] = 0.0
+    return Q
 
 
 def _ridge_path(XX, XZ, n, alphas):
@@ -236,7 +335,8 @@ def conditional_ridge(
     """
     g, p = int(n_basis), int(n_source)
     alphas = np.logspace(-6, 1, 15) if alphas is None else np.asarray(alphas, dtype=float)
-    Gamma = linalg.pinvh(total[:g, :g]) @ total[:g, g:]  # basis -> [X, Z]
+    basis_pinv = linalg.pinvh(total[:g, :g])
+    Gamma = basis_pinv @ total[:g, g:]  # basis -> [X, Z]
     R = _residual_products(total, Gamma, g)
     ZZ_total = total[g + p :, g + p :] - np.outer(total[0, g + p :], total[0, g + p :]) / n_total
     ZZ_resid = R[p:, p:]
@@ -279,4 +379,8 @@ def conditional_ridge(
         held_out = float(np.sum(errors[:, best] * [n for _, n in folds]))
         r2_source = 1.0 - held_out / base if base > 0 else 0.0
     coef_drift = Gamma[:, p:] - Gamma[:, :p] @ coef_source
-    return ConditionalFit(coef_drift, coef_source, alpha, float(r2_drift), float(r2_source))
+    ridge = _ridge_operator(R[:p, :p], n_total, alpha) if use_source and p else None
+    operator = (basis_pinv, Gamma[:, :p], ridge)
+    return ConditionalFit(
+        coef_drift, coef_source, alpha, float(r2_drift), float(r2_source), operator
+    )

@@ -80,6 +80,7 @@ class Problem:
     y_1d: bool = False
     labels: tuple | None = None
     Z_fitted: Any = None
+    conditional: Any = None
 
     #: Whether the rows are in memory (the data-space solver needs them).
     in_memory = True
@@ -132,14 +133,44 @@ class Problem:
         """
         raise NotImplementedError
 
-    def residualized(self, nonlinear=False):  # pragma: no cover - abstract
+    def residualized(self, nonlinear=False, extra=None):  # pragma: no cover - abstract
         """The problem with ``Y`` replaced by its residual on ``[1, Z]`` (least squares).
 
         ``nonlinear=True`` adds hinge functions of each modulator column at its
         quartile-like knots (:func:`mics.core.conditioning.modulator_hinges`):
         a piecewise-linear additive effect of each modulator is regressed out.
+        ``extra``: further columns of the design (list of (n_samples, 1)
+        arrays, e.g. :meth:`reduced_source_terms`).
         """
         raise NotImplementedError
+
+    def reduced_source_terms(self, k=3, drift_df=1):
+        """Columns of a quadratic, drifting source -> target map (:func:`source_terms`).
+
+        The ``k`` leading communicated components of the source (reduced-rank
+        regression of this problem's target on its source), their pairwise
+        products and, with ``drift_df > 1``, their products with the drift
+        basis: a reduced model that absorbs a nonlinear source -> target map
+        and a coupling that drifts over the session, which a gate by a
+        modulator that the source or the session predicts would otherwise
+        take credit for.
+        """
+        from mics.core.conditioning import (
+            communicated_directions,
+            drift_basis,
+            session_position,
+            source_terms,
+        )
+
+        total, _ = self.fold_moments(None, interaction=False)
+        n = total.n
+        Sxx = total.Sxx - np.outer(total.sx, total.sx) / n
+        Sxy = total.Sxy - np.outer(total.sx, total.sy) / n
+        k = min(k, Sxx.shape[0], Sxy.shape[1])
+        W = communicated_directions(Sxx, Sxy, n, k)
+        components = (self.X - (total.x_shift + total.sx / n)) @ W
+        basis = drift_basis(session_position(n, self.groups), drift_df) if drift_df > 1 else None
+        return source_terms(components, basis)
 
     def rolled(self, shift):  # pragma: no cover - abstract
         """The problem with ``Z`` shifted circularly by ``shift`` samples."""
@@ -154,7 +185,24 @@ class Problem:
         if self.Z_fitted is None:
             return self.with_modulator(self.Z[index])
         residual = self.Z - self.Z_fitted
-        return self.with_modulator(self.Z_fitted + residual[index])
+        return self.with_modulator(self.Z_fitted + self._unpredicted(residual[index]))
+
+    def _unpredicted(self, v):
+        """``v`` minus the conditional fit of it (same design, same penalty).
+
+        The recorded residual ``Z - Z_fitted`` is what the fit leaves: (nearly)
+        orthogonal to the drift basis and the source in sample. A permuted or
+        shifted residual is not, and its chance correlation with the source
+        would enter a null modulator, which the recorded one lacks; taking the
+        fit out of it again treats the null copies like the recording (without
+        it the test over-rejected where the source predicts most of the
+        modulator, ``results/null_families/``).
+        """
+        fit, G, S = self.conditional
+        Xv = S.T @ v if S is not None else None
+        gamma, beta = fit.coefficients(G.T @ v, Xv)
+        out = v - G @ gamma
+        return out - S @ beta if S is not None else out
 
     def conditioned(self, splits, *, source=True, drift_df=5):
         """The problem whose null variants keep what the source and the drift predict of ``Z``.
@@ -186,22 +234,32 @@ class Problem:
 
         if not self.in_memory and not isinstance(self, ChunkedProblem):
             raise ValueError("a problem of moments has no rows to condition the modulator on.")
-        n, p = self.n_samples, self.X.shape[1]
+        n = self.n_samples
         G = drift_basis(session_position(n, self.groups), drift_df)
-        total, folds = self._cross_products(G, splits, source)
-        g = G.shape[1]
+        S = self._source_design() if source else None
+        p = 0 if S is None else S.shape[1]
+        total, folds = self._cross_products(G, S, splits)
         units = n if self.groups is None else int(np.unique(self.groups).size)
-        fit = conditional_ridge(
-            total, n, folds, g, p if source else 0, use_source=source, n_units=units
-        )
+        fit = conditional_ridge(total, n, folds, G.shape[1], p, use_source=source, n_units=units)
         fitted = G @ fit.coef_drift
         if source:
-            fitted = fitted + self.X @ fit.coef_source
-        return replace(self, Z_fitted=fitted), fit
+            fitted = fitted + S @ fit.coef_source
+        return replace(self, Z_fitted=fitted, conditional=(fit, G, S)), fit
 
-    def _cross_products(self, G, splits, source):
-        """``A^T A`` of ``A = [G, X, Z]`` (X only with ``source``): total and per test fold."""
-        parts = [G, self.X, self.Z] if source else [G, self.Z]
+    def _source_design(self):
+        """The source as the modulator's predictor: its samples and, with trials, trial means.
+
+        A trial-level state (arousal, running) is read better from a whole
+        trial of source activity than from one sample; a residual that still
+        carries it would be permuted away from the source it depends on.
+        """
+        if self.groups is None or not _TRIAL_MEANS:
+            return self.X
+        return _with_trial_means(self.X, self.groups)
+
+    def _cross_products(self, G, S, splits):
+        """``A^T A`` of ``A = [G, S, Z]`` (``S`` the source design, or none): total and folds."""
+        parts = [G, self.Z] if S is None else [G, S, self.Z]
         A = np.column_stack([np.asarray(a, dtype=float) for a in parts])
         folds = [(A[test].T @ A[test], len(test)) for _, test in splits]
         return A.T @ A, folds
@@ -261,30 +319,32 @@ class ArrayProblem(Problem):
             total = compute_moments(X, Y, Z, shifts=shifts, interaction=interaction)
         return total, folds
 
-    def residualized(self, nonlinear=False):
+    def residualized(self, nonlinear=False, extra=None):
         from mics.core.conditioning import hinge_knots, modulator_hinges
 
         n = self.n_samples
         Z = self.Z.reshape(n, -1)
-        extra = modulator_hinges(Z, hinge_knots(Z)) if nonlinear else np.zeros((n, 0))
-        design = np.column_stack([np.ones(n), Z, extra])
+        hinges = modulator_hinges(Z, hinge_knots(Z)) if nonlinear else np.zeros((n, 0))
+        design = np.column_stack([np.ones(n), Z, hinges, *(extra or [])])
         Y = self.Y - design @ np.linalg.lstsq(design, self.Y, rcond=None)[0]
         return replace(self, Y=Y)
 
     def rolled(self, shift):
         if self.Z_fitted is None:
             return self.with_modulator(np.roll(self.Z, shift, axis=0))
-        return self.with_modulator(self.Z_fitted + np.roll(self.Z - self.Z_fitted, shift, axis=0))
+        residual = np.roll(self.Z - self.Z_fitted, shift, axis=0)
+        return self.with_modulator(self.Z_fitted + self._unpredicted(residual))
 
     def resampled(self, index, groups=None):
-        fitted = None if self.Z_fitted is None else self.Z_fitted[index]
+        # a resample is a new data set: its own null would condition afresh
         return replace(
             self,
             X=self.X[index],
             Y=self.Y[index],
             Z=self.Z[index],
             groups=groups,
-            Z_fitted=fitted,
+            Z_fitted=None,
+            conditional=None,
         )
 
     def map(
@@ -335,10 +395,14 @@ class ChunkedProblem(Problem):
 
         return xy_fold_moments(self.X, self.Y, splits)
 
-    def residualized(self, nonlinear=False):
+    def residualized(self, nonlinear=False, extra=None):
+        import dask.array as da
+
         from mics.data.chunked import modulator_design, residualize
 
         design = modulator_design(self.Z) if nonlinear else self.Z
+        if extra:
+            design = da.concatenate([design, *extra], axis=1).rechunk({1: -1})
         return replace(self, Y=residualize(self.Y, design))
 
     def rolled(self, shift):
@@ -347,22 +411,21 @@ class ChunkedProblem(Problem):
         if self.Z_fitted is None:
             return self.with_modulator(da.roll(self.Z, int(shift), axis=0))
         residual = da.roll(self.Z - self.Z_fitted, int(shift), axis=0)
-        return self.with_modulator(self.Z_fitted + residual)
+        return self.with_modulator(self.Z_fitted + self._unpredicted(residual))
 
     def resampled(self, index, groups=None):
         from mics.data.chunked import rows
 
         X, Y, Z = (rows(a, index) for a in (self.X, self.Y, self.Z))
-        fitted = None if self.Z_fitted is None else rows(self.Z_fitted, index)
-        return replace(self, X=X, Y=Y, Z=Z, groups=groups, Z_fitted=fitted)
+        return replace(self, X=X, Y=Y, Z=Z, groups=groups, Z_fitted=None, conditional=None)
 
-    def _cross_products(self, G, splits, source):
+    def _cross_products(self, G, S, splits):
         import dask
         import dask.array as da
 
         chunks = (self.X.chunks[0], G.shape[1])
-        parts = [da.from_array(G, chunks=chunks), self.X, self.Z]
-        A = da.concatenate(parts if source else [parts[0], parts[2]], axis=1)
+        parts = [da.from_array(G, chunks=chunks), self.Z]
+        A = da.concatenate(parts if S is None else [parts[0], S, parts[1]], axis=1)
         products = [A[test].T @ A[test] for _, test in splits]
         total, *folds = dask.compute(A.T @ A, *products)
         return np.asarray(total), [
@@ -432,6 +495,28 @@ class MomentProblem(Problem):
 
     def fold_moments(self, splits=None, interaction=True, keep=True):
         return self.total, self.folds
+
+
+#: Whether the conditional null's source design adds trial means (experiment switch).
+_TRIAL_MEANS = True
+
+
+def _with_trial_means(X, groups):
+    """``[X, X_bar]``: each sample beside the mean of its trial (NumPy or Dask rows)."""
+    _, codes = np.unique(groups, return_inverse=True)
+    counts = np.bincount(codes)
+    if isinstance(X, np.ndarray):
+        sums = np.zeros((counts.size, X.shape[1]))
+        np.add.at(sums, codes, X)
+        return np.hstack([X, (sums / counts[:, None])[codes]])
+    import dask.array as da
+
+    onehot = np.zeros((codes.size, counts.size))
+    onehot[np.arange(codes.size), codes] = 1.0 / counts[codes]
+    means = (da.from_array(onehot, chunks=(X.chunks[0], -1)).T @ X).compute()
+    rows = da.from_array(codes, chunks=X.chunks[0])
+    Xbar = rows.map_blocks(lambda c: means[c], dtype=float, new_axis=1, chunks=(X.chunks[0], X.shape[1]))
+    return da.concatenate([X, Xbar], axis=1)
 
 
 class _ArrayFolds(Sequence):

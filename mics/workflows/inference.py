@@ -263,17 +263,19 @@ def _improvement(params, problem):
     return best_gain(outcome.cv_results), outcome
 
 
-def _reduced(variant, nonlinear):
-    """A null variant, its target residualised on its own modulator's hinges too.
+def _reduced(variant, nonlinear, extra):
+    """A null variant, its target residualised on its own modulator's reduced design too.
 
     The recorded target was residualised on the recorded modulator's
-    piecewise-linear additive basis, which leaves it orthogonal to that
-    basis in sample; a null variant's target is made orthogonal to its own
-    modulator's basis the same way, so that the two are treated alike (left
-    as they were, the recorded data alone would carry that orthogonality,
-    and the test over-rejected).
+    piecewise-linear additive basis (and the source terms), which leaves it
+    orthogonal to them in sample; a null variant's target is made orthogonal
+    to its own modulator's design the same way, so that the two are treated
+    alike (left as they were, the recorded data alone would carry that
+    orthogonality, and the test over-rejected).
     """
-    return variant.residualized(nonlinear=True) if nonlinear else variant
+    if nonlinear or extra:
+        return variant.residualized(nonlinear=nonlinear, extra=extra)
+    return variant
 
 
 def _null_statistic(params, problem):
@@ -318,6 +320,7 @@ def test_modulation(
     condition_on=("source", "drift"),
     drift_df=5,
     additive="nonlinear",
+    source_map="quadratic",
 ):
     """Permutation test for modulation (circular or trial null), with an effect size.
 
@@ -404,6 +407,14 @@ def test_modulation(
         each modulator (hinges at its quintiles; default), or linear. A
         nonlinear additive effect left in the residual looks like gating
         whenever the modulator also drives the source.
+    source_map : {"quadratic", "linear"}
+        ``"quadratic"`` (default) also regresses out of the target the
+        pairwise products of the source's three leading communicated
+        components and (with ``"drift"`` in ``condition_on``) their products
+        with the drift basis: a
+        quadratic source -> target map and a coupling that drifts over the
+        session are then part of the reduced model, not of the gating the
+        statistic can find.
 
     Returns
     -------
@@ -437,15 +448,22 @@ def test_modulation(
     # once, with the real alignment, before anything is shifted (as
     # Freedman & Lane permute under the reduced model).
     nonlinear = check_additive(additive) == "nonlinear"
-    problem = problem.residualized(nonlinear=nonlinear)
     condition_on = check_condition_on(condition_on)
+    drift_df = check_count(drift_df, "drift_df", 1) if "drift" in condition_on else 1
+    terms = None
+    if source_map == "quadratic":
+        terms = problem.reduced_source_terms(drift_df=drift_df)
+    elif source_map != "linear":
+        raise ValueError(f"source_map must be 'quadratic' or 'linear', got {source_map!r}.")
+    reduce = partial(_reduced, nonlinear=nonlinear, extra=terms)
+    problem = problem.residualized(nonlinear=nonlinear, extra=terms)
     conditional = None
     if condition_on:
         params = gain_params(estimator)
         problem, conditional = problem.conditioned(
             problem.splits(params["cv"], params["gap"]),
             source="source" in condition_on,
-            drift_df=check_count(drift_df, "drift_df", 1) if "drift" in condition_on else 1,
+            drift_df=drift_df,
         )
     observed, outcome = _improvement(gain_params(estimator), problem)
     res = outcome.cv_results
@@ -455,14 +473,14 @@ def test_modulation(
     fixed = gain_params(estimator, rank=outcome.rank)
     if null == "circular":
         shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
-        nulls = (_reduced(problem.rolled(s), nonlinear) for s in shifts)
+        nulls = (reduce(problem.rolled(s)) for s in shifts)
         perms = None
     else:
         shifts = np.zeros(0, dtype=int)
         idxs = [trial_permutation_indices(groups, rng, conditions) for _ in range(n_permutations)]
         starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
         perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
-        nulls = (_reduced(problem.permuted(i), nonlinear) for i in idxs)
+        nulls = (reduce(problem.permuted(i)) for i in idxs)
     results = problem.map(
         partial(_null_statistic, fixed),
         nulls,

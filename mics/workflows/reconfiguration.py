@@ -306,8 +306,8 @@ def asymmetry(
         The data the model was fitted on (not needed with ``bootstrap``).
     test : ModulationTest, optional
         The modulation test of the same data. Where it did not reject at
-        ``alpha`` the result is undefined ("no modulation detected") and no
-        refit is made. Without it the asymmetry is computed but marked
+        ``alpha``, or selected no channel, the result is undefined ("no
+        modulation detected") and no refit is made. Without it the asymmetry is computed but marked
         "modulation not tested": asymmetry is only meaningful where gating
         is detected, so prefer :func:`test_reconfiguration`.
     alpha : float
@@ -380,6 +380,12 @@ def asymmetry(
         if modulation_p > alpha:
             return undefined_asymmetry(
                 f"no modulation detected (p = {modulation_p:.3g} > {alpha:g})",
+                modulation_p=modulation_p,
+            )
+        if test.n_channels == 0:
+            return undefined_asymmetry(
+                f"modulation detected (p = {modulation_p:.3g}) but no channel selected "
+                "(K = 0): no fitted channel has sides to compare",
                 modulation_p=modulation_p,
             )
     if n_channels == 0:
@@ -589,17 +595,6 @@ def test_reconfiguration(
             n_jobs=n_jobs,
             verbose=verbose,
             random_state=rng.randint(np.iinfo(np.int32).max),
-        )
-    elif test.p_value <= alpha:
-        result = undefined_asymmetry(
-            "modulation was detected but no channel was selected (K = 0): no fitted "
-            "channel has sides to compare",
-            modulation_p=test.p_value,
-        )
-    else:
-        result = undefined_asymmetry(
-            f"no modulation detected (p = {test.p_value:.3g} > {alpha:g})",
-            modulation_p=test.p_value,
         )
     return Reconfiguration(test, model, result, float(alpha))
 

@@ -10,13 +10,17 @@ condition means subtracted, trial ids and conditions given, the trial null
 permuting trials within conditions (19 permutations, so p <= 0.05 means the
 observed statistic beats all 19), no effect-size bootstrap.
 
-Two nulls are compared on the same data sets:
+Two versions of the test are compared on the same data sets:
 
-- ``conditional`` (the default of ``test_modulation``): only the part of the
-  modulator that a smooth function of session position and a ridge
-  regression on the source do not predict is permuted;
-- ``exchangeable`` (``condition_on=None``): the modulator's trials are
-  permuted whole, as before.
+- ``default`` (``test_modulation``'s defaults): the null permutes only the
+  part of the modulator that a smooth function of session position and a
+  ridge regression on the source do not predict; the reduced model removes a
+  piecewise-linear additive effect of the modulator, a quadratic map of the
+  source's three leading communicated components and their drift over the
+  session;
+- ``previous`` (``condition_on=None, additive="linear",
+  source_map="linear"``): the package's test before, the modulator's trials
+  permuted whole after a linear reduced model.
 
 Power: the same families with one true gate of strength ``gate`` (variance
 per target neuron relative to the target's private noise), in three forms:
@@ -76,7 +80,12 @@ SUBFAMILIES = {
     "lagged": ("lagged", {"additive": "lagged"}),
     "additive_nonlinear": ("lagged", {"additive": "nonlinear"}),
 }
-METHODS = {"conditional": ("source", "drift"), "exchangeable": None}
+#: The test as the package now runs it by default, and as it ran before (the
+#: whole modulator's trials permuted, a linear reduced model).
+METHODS = {
+    "default": {},
+    "previous": dict(condition_on=None, additive="linear", source_map="linear"),
+}
 #: Gate strengths for power, per recording size (gate SNR, see the module docstring).
 GATES = {"park": (0.01, 0.03), "semedo": (0.01, 0.03)}
 #: The estimator of the runs: the studies' capped settings (5 trial-blocked
@@ -130,7 +139,7 @@ def run_one(subfamily, size, gate_kind, gate, method, est_kind, seed):
             n_boot=0,
             verbose=0,
             random_state=seed,
-            condition_on=METHODS[method],
+            **METHODS[method],
         )
     row = dict(
         zip(KEY, (subfamily, size, gate_kind, gate, method, est_kind, seed), strict=True),
@@ -142,7 +151,7 @@ def run_one(subfamily, size, gate_kind, gate, method, est_kind, seed):
         r2_source=test.modulator_r2_source,
         gate_fraction=truth["gate_fraction"],
     )
-    if gate_kind in ("switch", "threshold") and gate > 0 and method == "conditional":
+    if gate_kind in ("switch", "threshold") and gate > 0 and method == "default":
         row.update(_split_by_state(data, truth, test))
     row["seconds"] = time.perf_counter() - t0
     return row
@@ -160,17 +169,17 @@ def plan_cells(plan, sizes, n_null, n_power, n_default):
     for size in sizes:
         if plan in ("calibration", "all"):
             for sub in SUBFAMILIES:
-                cells.append(((sub, size, "channel", 0.0, "conditional", "cheap"), n_null))
-                cells.append(((sub, size, "channel", 0.0, "exchangeable", "cheap"), 30))
+                cells.append(((sub, size, "channel", 0.0, "default", "cheap"), n_null))
+                cells.append(((sub, size, "channel", 0.0, "previous", "cheap"), 30))
             for sub in ("drift", "nonlinear_quadratic"):
-                cells.append(((sub, size, "channel", 0.0, "conditional", "default"), n_default))
+                cells.append(((sub, size, "channel", 0.0, "default", "default"), n_default))
         if plan in ("power", "all"):
             for gate in GATES[size]:
                 for sub in ("drift", "nonlinear_quadratic", "bursty"):
                     for method in METHODS:
                         cells.append(((sub, size, "channel", gate, method, "cheap"), n_power))
                 for kind in ("switch", "threshold"):
-                    cells.append(((("bursty"), size, kind, gate, "conditional", "cheap"), n_power))
+                    cells.append((("bursty", size, kind, gate, "default", "cheap"), n_power))
     return cells
 
 
@@ -223,7 +232,7 @@ def figure(summary, path):
     for ax, size in zip(axes[0], sizes, strict=True):
         sub = null[null["size"] == size]
         names = list(SUBFAMILIES)
-        for j, (method, color) in enumerate((("exchangeable", "C3"), ("conditional", "C0"))):
+        for j, (method, color) in enumerate((("previous", "C3"), ("default", "C0"))):
             d = sub[sub.method == method].set_index("subfamily").reindex(names)
             y = np.arange(len(names)) + (0.18 if j else -0.18)
             err = np.vstack([d.rate - d.ci_low, d.ci_high - d.rate])
@@ -255,7 +264,7 @@ def readme(summary, runs, out):
     s["gate share"] = s.gate_fraction.map(lambda v: "" if np.isnan(v) else f"{100 * v:.2f}%")
     null = s[(s.gate == 0) & (s.test == "mics")]
     power = s[s.gate > 0]
-    cal = null[(null.method == "conditional") & (null.estimator == "cheap")]
+    cal = null[(null.method == "default") & (null.estimator == "cheap")]
     worst = cal.sort_values("rate").iloc[-1] if len(cal) else None
     hours = runs.seconds.sum() / 3600
     lines = [
@@ -272,9 +281,13 @@ def readme(summary, runs, out):
         "means subtracted; `mics.test_modulation(..., conditions='direction', "
         f"n_permutations={N_PERM}, n_boot=0)` with the trial null. Estimator: "
         f"`MICs({', '.join(f'{k}={v}' for k, v in CHEAP.items())})` (`cheap`) or `MICs()` "
-        "(`default`). `conditional` is the default null (the modulator's part predicted by "
-        "the session drift and the source kept); `exchangeable` is `condition_on=None` "
-        "(whole trials permuted, the package's null before).",
+        "(`default`). Method `default`: the test's defaults (the null keeps the modulator's "
+        "part that the session drift and the source predict; the reduced model removes a "
+        "piecewise-linear additive modulator effect, a quadratic source -> target map of the "
+        "three leading communicated components and their drift over the session). Method "
+        "`previous`: `condition_on=None, additive='linear', source_map='linear'`, the "
+        "package's test before (whole trials of the modulator permuted, a linear reduced "
+        "model).",
         "",
         "A calibrated test rejects 5% of null data sets; `P(>=k | 0.05)` is the binomial "
         "probability of at least that many rejections for an exact test.",
@@ -284,14 +297,14 @@ def readme(summary, runs, out):
         lines += [
             "## Findings",
             "",
-            f"- Conditional null, {len(cal)} cells of >= {int(cal.n.min())} data sets: "
+            f"- Default test, {len(cal)} cells of >= {int(cal.n.min())} data sets: "
             f"rates {cal.rate.min():.3f} to {cal.rate.max():.3f}; the highest is "
             f"{worst.subfamily} ({worst['size']}) at {tools.rate_text(worst)}.",
         ]
-        ex = null[null.method == "exchangeable"]
+        ex = null[null.method == "previous"]
         for sub in ("drift", "nonlinear_quadratic"):
             for r in ex[ex.subfamily == sub].itertuples():
-                lines.append(f"- Exchangeable null, {sub} ({r.size}): {tools.rate_text(r)}.")
+                lines.append(f"- Previous test, {sub} ({r.size}): {tools.rate_text(r)}.")
         lines.append("")
     cols = [
         "subfamily",
