@@ -105,7 +105,7 @@ def _named(text, diagram, name, path):
 
 
 def test_every_module_is_named_in_the_architecture_page():
-    """A new module gets its line in ``docs/architecture.md`` (dotted, as a path, or in its box)."""
+    """A new module gets its line in ``docs/architecture.md`` (dotted, as a path, in its box)."""
     text = ARCHITECTURE.read_text()
     diagram = _diagram_names(text)
     missing = [name for name, path in _modules() if not _named(text, diagram, name, path)]
