@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mics.model.decomposition import PARTS, result_kind
+from mics.plotting._layout import readable_categories
 from mics.plotting.model import PART_COLORS, PART_LABELS, load_pyplot
 
 __all__ = ["plot_asymmetry"]
@@ -42,7 +43,7 @@ def plot_asymmetry(result, axes=None, bins=None):
     if result_kind(result) != "asymmetry":
         raise ValueError("plot_asymmetry draws the Dataset returned by mics.asymmetry.")
     if axes is None:
-        _, axes = load_pyplot().subplots(1, 2, figsize=(8.0, 3.2))
+        _, axes = load_pyplot().subplots(1, 2, figsize=(8.0, 3.2), layout="constrained")
     axes = np.asarray(axes).reshape(-1)
     if axes.size != 2:
         raise ValueError(f"axes must hold two Axes, got {axes.size}.")
@@ -54,8 +55,6 @@ def plot_asymmetry(result, axes=None, bins=None):
     x = np.arange(len(PARTS))
     left.bar(x, frac, color=[PART_COLORS[p] for p in PARTS])
     left.vlines(x, bounds[:, 0], bounds[:, 1], color="k", linewidth=1.5, label=f"{level} CI")
-    left.set_xticks(x)
-    left.set_xticklabels([PART_LABELS[p] for p in PARTS], rotation=20)
     left.set_ylim(0, 1.05)
     left.set_ylabel("fraction of modulation energy")
     left.legend(loc="upper right", fontsize=8, frameon=False)
@@ -77,4 +76,5 @@ def plot_asymmetry(result, axes=None, bins=None):
     p_text = f"p < {2 / n:.2g}" if p == 0 else f"p = {p:.2g}"
     right.set_title(f"source vs target reconfiguration: {p_text}", fontsize=9)
     right.legend(loc="best", fontsize=8, frameon=False)
+    readable_categories([left], [PART_LABELS[p] for p in PARTS])
     return axes
