@@ -4,7 +4,8 @@
 tutorials and the documentation build carry the markers of ``OPT_IN`` and
 run with ``--full`` (what ``.ci/run`` runs; README, "Test"), or when chosen
 with ``-m``. A ``--full`` run of the whole suite fails when none of them
-passed, so CI cannot skip them all without saying so.
+passed, so CI cannot skip them all without saying so. The fast run ends by
+naming its tests that took over ``LONG_SECONDS``.
 """
 
 import os
@@ -26,6 +27,10 @@ _FULL_HELP = (
 )
 _OPT_IN_PASSED = pytest.StashKey[list]()
 _LEFT_OUT = pytest.StashKey[int]()
+_LONG = pytest.StashKey[dict]()
+#: Seconds (setup + call, wall clock) above which a test of the fast run is
+#: named at its end: a candidate for ``@pytest.mark.slow`` or smaller data.
+LONG_SECONDS = 15.0
 
 
 def shared_data_dir():
@@ -48,6 +53,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.stash[_OPT_IN_PASSED] = []
+    config.stash[_LONG] = {}
 
 
 def _opt_in(item):
@@ -78,16 +84,26 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_terminal_summary(terminalreporter, config):
     left_out = config.stash.get(_LEFT_OUT, 0)
-    if left_out:
+    if not left_out:
+        return
+    long = {k: v for k, v in config.stash[_LONG].items() if v > LONG_SECONDS}
+    for nodeid, seconds in sorted(long.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(
-            f"fast run: {left_out} slow, tutorial and docs tests deselected "
-            "(python -m pytest --full runs everything)"
+            f"long for the fast run ({seconds:.0f} s; mark it slow or make it smaller): {nodeid}"
         )
+    terminalreporter.write_line(
+        f"fast run: {left_out} slow, tutorial and docs tests deselected "
+        "(python -m pytest --full runs everything)"
+    )
 
 
 def pytest_runtest_makereport(item, call):
-    if call.when == "call" and call.excinfo is None and _opt_in(item):
-        item.config.stash[_OPT_IN_PASSED].append(item.nodeid)
+    if _opt_in(item):
+        if call.when == "call" and call.excinfo is None:
+            item.config.stash[_OPT_IN_PASSED].append(item.nodeid)
+    elif call.when in ("setup", "call"):
+        long = item.config.stash[_LONG]
+        long[item.nodeid] = long.get(item.nodeid, 0.0) + call.duration
 
 
 def pytest_sessionfinish(session, exitstatus):
