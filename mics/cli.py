@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -217,6 +217,7 @@ def _demo(args):
     text = "\n".join(lines)
     print(text)
     index = None
+    figs = []
     try:
         import matplotlib
 
@@ -236,7 +237,9 @@ def _demo(args):
         print(f"report page:   {index}")
     print(f"model file:    {saved}")
     print(f"  also in the folder: {', '.join(files)}")
-    return DemoRun(model=model, test=test, folder=folder, index=index, model_file=saved)
+    return DemoRun(
+        model=model, test=test, folder=folder, index=index, model_file=saved, figures=figs
+    )
 
 
 #: File of the report folder that holds the modulation test's statistics.
@@ -260,13 +263,18 @@ def _write_test(path, test):
 
 @dataclass
 class DemoRun:
-    """What one ``mics demo`` run produced (the paths are absolute)."""
+    """What one ``mics demo`` run produced (the paths are absolute).
+
+    ``figures`` holds the report's figures (:class:`mics.report.ReportFigure`,
+    still open), empty when matplotlib is missing.
+    """
 
     model: object
     test: object
     folder: Path
     index: Path | None
     model_file: Path
+    figures: list = field(default_factory=list)
 
 
 class _SubcommandParser(argparse.ArgumentParser):

@@ -6,6 +6,7 @@ change that imports up the layers fails like any other bug.
 """
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -71,3 +72,62 @@ def test_old_module_paths_still_import_with_a_deprecation_warning():
             module = importlib.import_module(old)
         assert module is importlib.import_module(new)
     from mics.moments import compute_moments  # noqa: F401  (the common old spelling)
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+LAYERS = ("periphery", "workflows", "estimators", "model", "data", "core")
+
+
+def _diagram_names(text):
+    """``{layer: {"x.py", ...}}``: the file names written inside each box of the layer diagram."""
+    block = re.search(r"```text\n(.*?)```", text, re.S).group(1)
+    names, layer = {}, None
+    for line in block.splitlines():
+        label = line.split(maxsplit=1)[0] if line.strip() else ""
+        if label in LAYERS:
+            layer = label
+        if layer is not None:
+            names.setdefault(layer, set()).update(re.findall(r"\b(\w+\.py)\b", line))
+    return names
+
+
+def _named(text, diagram, name, path):
+    """Whether the page names the module: dotted, as a path, or inside its layer's box."""
+    rel = path.relative_to(PACKAGE)
+    if rel.name == "__init__.py":
+        folder = rel.parent.as_posix()
+        return name == "mics" or re.search(rf"`{re.escape(name)}`|\b{folder}/", text) is not None
+    spellings = [re.escape(name), re.escape(rel.as_posix())]
+    if re.search(rf"(?<![\w.]){'|'.join(spellings)}(?![\w])", text):
+        return True
+    layer = rel.parts[0] if len(rel.parts) > 1 else None
+    return layer in diagram and rel.name in diagram[layer]
+
+
+def test_every_module_is_named_in_the_architecture_page():
+    """A new module gets its line in ``docs/architecture.md`` (dotted, as a path, in its box)."""
+    text = ARCHITECTURE.read_text()
+    diagram = _diagram_names(text)
+    missing = [name for name, path in _modules() if not _named(text, diagram, name, path)]
+    assert missing == [], f"modules not named in docs/architecture.md: {missing}"
+
+
+def test_import_mics_imports_neither_matplotlib_nor_dask():
+    """``import mics`` stays light; plotting and datasets load on first use.
+
+    It still registers the ``.mics`` accessor of ``xarray.Dataset``, which is
+    why the estimators are imported at once (``docs/architecture.md``).
+    """
+    code = (
+        "import sys, mics\n"
+        "heavy = [m for m in ('matplotlib', 'dask', 'distributed', 'pooch') if m in sys.modules]\n"
+        "assert heavy == [], heavy\n"
+        "import xarray\n"
+        "assert hasattr(xarray.Dataset, 'mics')  # a saved decomposition reads as a table\n"
+        "mics.plotting.plot_channels, mics.datasets.semedo2019\n"
+        "assert {'mics.plotting', 'mics.datasets'} <= set(sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr

@@ -14,6 +14,7 @@ import mics
 from mics import cli
 from mics.cli import main
 from mics.report import format_p_value
+from tests._layout import overlapping_texts
 
 FIGURES = [
     "cv_curves.png",
@@ -105,6 +106,13 @@ def test_demo_report_has_every_figure_on_its_index_page(report):
     # the printed summary is on the page, escaped
     assert "baseline rank r = 3,  channels K = 2" in index
     assert "||W||^2" in index and "<pre>" in index
+
+
+def test_demo_report_figures_have_no_text_running_into_other_text(demo_run):
+    run = demo_run[0]
+    assert [f.filename for f in run.figures] == FIGURES
+    overlaps = {f.filename: overlapping_texts(f.figure) for f in run.figures}
+    assert {name: pairs for name, pairs in overlaps.items() if pairs} == {}
 
 
 def test_demo_saves_a_model_that_reopens(demo_run):

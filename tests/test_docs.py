@@ -119,7 +119,7 @@ def _not_run(site, name) -> bool:
     return NOT_RUN_NOTE in (site / "tutorials" / f"{name}.html").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.docs
 def test_every_public_name_has_an_api_page(site):
     generated = site / "api" / "generated"
     names = [f"mics.{n}" for n in mics.__all__] + [f"mics.{n}" for n in mics._LAZY]
@@ -132,7 +132,7 @@ def test_every_public_name_has_an_api_page(site):
     assert "fit" in page and "Parameters" in page
 
 
-@pytest.mark.slow
+@pytest.mark.docs
 def test_tutorials_are_rendered_with_their_figures(site):
     tutorials = [p.stem for p in (ROOT / "docs" / "tutorials").glob("*.md") if p.stem != "index"]
     assert set(FIGURES) <= set(tutorials)
@@ -148,7 +148,7 @@ def test_tutorials_are_rendered_with_their_figures(site):
         assert len(images) >= FIGURES.get(name, 0), (name, len(images))
 
 
-@pytest.mark.slow
+@pytest.mark.docs
 def test_without_recordings_the_site_builds_and_says_what_was_not_run(offline_site):
     tutorials = [p.stem for p in (ROOT / "docs" / "tutorials").glob("*.md") if p.stem != "index"]
     for name in tutorials:
@@ -167,7 +167,7 @@ def test_without_recordings_the_site_builds_and_says_what_was_not_run(offline_si
             assert "all checks passed" in _printed(html), name
 
 
-@pytest.mark.slow
+@pytest.mark.docs
 def test_landing_page_has_a_figure_and_links_every_section(site):
     html = (site / "index.html").read_text()
     assert re.search(r'<img[^>]+_images/[^"]+\.png', html)

@@ -116,6 +116,9 @@ def on_workers(request):
         os.environ.update(environ)
 
 
+# Starting the clusters takes most of the time: with the full run only
+# (tests/test_chunked.py compares worker processes with local results fast).
+@pytest.mark.slow
 @pytest.mark.parametrize("name", gen.ON_WORKERS)
 def test_golden_on_distributed_workers(name, on_workers):
     assert_golden(name, on_workers[name])

@@ -59,6 +59,7 @@ def _same_rows(a, b):
 
 
 # --------------------------------------------------------------------- loaders
+@pytest.mark.shared_data
 def test_suite2p_positions_are_stat_med_of_the_cells(data_dir):
     folder = data_dir / "suite2p_pynapple"
     if not (folder / "stat.npy").is_file():

@@ -241,6 +241,7 @@ def _hard_regime(geometry, seed):
     )
 
 
+@pytest.mark.slow
 def test_low_sample_recovery_with_chosen_penalties():
     """At T = 300 for p = 150, q = 100, the chosen penalty recovers channels as well or better.
 

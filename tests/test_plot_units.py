@@ -78,7 +78,7 @@ def test_units_per_modulator(fitted, data):
     ]
     titles = _state_titles(fitted, _labelled_z(data[2], units=["cm/s", "mm"]))
     assert [t.rsplit(" ", 1)[1] for t in titles] == ["(cm/s)", "(cm/s)", "(mm)", "(mm)"]
-    assert titles[0].startswith("B(z), speed low: p10 = ")
+    assert titles[0].startswith("B(z), speed low:\np10 = ")
 
 
 def test_units_the_model_was_fitted_with(fitted, data, tmp_path):

@@ -104,6 +104,28 @@ def test_power_analysis_result_summary_and_figure():
         mics.power_analysis(_estimator().set_params(rank=0), X, Y, Z, geometry="reshape")
 
 
+def _gated_recording():
+    """A recording whose own channel the test finds (p <= 0.05)."""
+    X, Y, Z, _ = mics.simulate(n_channels=1, modulation_snr=1.0, random_state=3, **SIZES)
+    own = mics.test_modulation(_estimator(), X, Y, Z, n_boot=0, random_state=0, verbose=0, **TEST)
+    assert own.p_value <= 0.05
+    return X, Y, Z
+
+
+def test_power_at_strength_zero_is_not_the_recordings_own_gating():
+    """The fast version of the next test: 4 null copies, not 4 detections.
+
+    Planting into the recording as it is would find its channel in all 4; in
+    null copies an exact 5% test does so with probability 0.05^4 = 6e-6.
+    """
+    X, Y, Z = _gated_recording()
+    res = mics.power_analysis(
+        _estimator(), X, Y, Z, strengths=[0.0], n_sims=4, random_state=0, verbose=0, **TEST
+    )
+    assert res.detections[0, 0] < 4, res.detections
+
+
+@pytest.mark.slow
 def test_gating_already_in_the_recording_does_not_count_as_power():
     """Channels are planted into null copies: the recording's own gating is broken there.
 
@@ -111,9 +133,7 @@ def test_gating_already_in_the_recording_does_not_count_as_power():
     at strength 0 in every simulation (and report a minimum detectable
     effect of 0).
     """
-    X, Y, Z, _ = mics.simulate(n_channels=1, modulation_snr=1.0, random_state=3, **SIZES)
-    own = mics.test_modulation(_estimator(), X, Y, Z, n_boot=0, random_state=0, verbose=0, **TEST)
-    assert own.p_value <= 0.05  # the recording holds gating the test finds
+    X, Y, Z = _gated_recording()
     res = mics.power_analysis(
         _estimator(), X, Y, Z, strengths=[0.0], n_sims=20, random_state=0, verbose=0, **TEST
     )

@@ -80,7 +80,7 @@ def test_notebooks_needing_recordings_say_how_to_get_them_first():
         assert says == bool(files), name
 
 
-@pytest.mark.slow
+@pytest.mark.tutorials
 @pytest.mark.parametrize("name", sorted(NEEDS))
 def test_tutorial_runs_and_asserts_its_outcome(name):
     missing = [rel for rel in NEEDS[name] if not (shared_data_dir() / rel).is_file()]

@@ -125,11 +125,10 @@ class MomentOperator(_LinearPart):
     #: conjugate gradients (:class:`~mics.core.linalg.WarmStartedSolves`),
     #: and the iterations one may take before its system is factorised
     #: afresh. Here the systems are formed from the moments at every sweep
-    #: anyway, and a fresh factorisation costs about 10 to 25 iterations
-    #: (orders 500 to 3000): whole fits at orders 1000 and 2000 took 0.94 to
-    #: 0.99x the time with them (asv: 0.99x at T = 2000, p = 3000, for 90 MB
-    #: more), so this path factorises (infinite order;
-    #: studies/performance/source_solve.py, results/many_neurons/).
+    #: anyway, so a factorisation adds little to a sweep and the iterations
+    #: it would save do not pay for their memory: this path factorises
+    #: (infinite order; studies/performance/source_solve.py measured both,
+    #: results/many_neurons/README.md, "Where each wins").
     cg_min_order = np.inf
     cg_iterations = 8
 
@@ -240,9 +239,9 @@ class DataOperator(_LinearPart):
 
     #: As :attr:`MomentOperator.cg_min_order`. Here an iteration costs two
     #: passes over the scaled data (``O(T d)``) and a factorisation must first
-    #: form the system (``O(T d^2)``): at T = 20000 the fixed fit took 0.87x
-    #: the time at d = 1000 and 0.52x at d = 2000 with up to 50 iterations
-    #: (0.73x with up to 8; studies/performance/source_solve.py).
+    #: form the system (``O(T d^2)``), so from order 1000 the iterations win;
+    #: with up to 50 of them a system is rarely factorised afresh
+    #: (studies/performance/source_solve.py, results/many_neurons/README.md).
     cg_min_order = 1000
     cg_iterations = 50
 
@@ -515,7 +514,7 @@ def baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
     # The residual's cross-moments are the channel-free ones minus rank-K
     # terms (S_xr = S_xy - ux Bm^T, and so on), so the ridge solution is
     # B_full = P0 - G Bm^T with G = solve(ut) for K right-hand sides, not q
-    # (at p = 2000, q = 200 the q-column solve took 38 ms of a 0.4 s sweep).
+    # (the solve then grows with the channels, not with the target neurons).
     Szz_inv_uz = solve_psd(op.Szz, uz) if uz.size else uz
     Szz_inv_Szr = prof.Szz_inv_Szy - Szz_inv_uz @ Bm.T
     ut = ux - op.Sxz @ Szz_inv_uz

@@ -25,9 +25,10 @@ __all__ = [
 @cache
 def _controller():
     # Built once: ``threadpool_limits(...)`` rescans every loaded library on
-    # each call (about 4 ms), and the fits that need the limit run in their
-    # thousands inside cross-validation and permutation tests. Libraries are
-    # those loaded at the first call (numpy and scipy are, by then).
+    # each call, which takes longer than a small fit's solves, and the fits
+    # that need the limit run in their thousands inside cross-validation and
+    # permutation tests. Libraries are those loaded at the first call (numpy
+    # and scipy are, by then).
     return ThreadpoolController()
 
 

@@ -62,7 +62,7 @@ __all__ = [
 # outer sweeps stop at a relative loss change of 1e-7 (1e-6 in the folds):
 # 1e-7 here leaves every selection and member list of the sparse validations
 # unchanged and the moment, data and Dask paths agreeing to 1e-6 with the
-# same zero pattern (tests/test_sparse.py), at 0.71-0.78x the time of 1e-10
+# same zero pattern (tests/test_sparse.py), in less time than 1e-10
 # (results/sparse_members/README.md, "Cost").
 _FISTA_MAX_ITER = 2000
 _FISTA_TOL = 1e-7

@@ -262,9 +262,9 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     BLAS ``syrk`` (one triangle). The off-diagonal pair blocks are
     symmetric too, and the ``syrk`` computes them whole: 1.6x the arithmetic
     of the distinct triangles at m = 3. Computing only those takes one
-    narrow ``syrk`` per pair, which runs at two thirds of the wide one's
-    speed on the benchmark machine: no faster in all
-    (measured at commit ca89bfb: ``git show ca89bfb:results/speed/README.md``).
+    narrow ``syrk`` per pair, too narrow for the BLAS kernel to reach its
+    speed, so the one wide ``syrk`` is as fast (``results/speed/README.md``,
+    "Designs measured and dropped").
 
     Parameters
     ----------

@@ -96,8 +96,8 @@ def _check_shifts(shifts, p, m, q):
 # data sets of a test, a fit then a test) resubmits those keys with another
 # task spec, which distributed reports as able to "cause failures and
 # deadlocks". Unoptimised, every graph carries the same spec for a key: the
-# same results and, measured on ten blocks of 10000 rows, the same time (the
-# work is in each block's moment pass, not in tasks to fuse).
+# same results, and no time lost, since the work is in each block's moment
+# pass, not in tasks to fuse.
 _UNOPTIMISED = {"optimize_graph": False}
 
 
@@ -298,8 +298,8 @@ def worker_config():
     ``mmap`` threshold, after which every temporary array above 128 KiB is
     mapped and unmapped afresh. The ALS sweeps and fold fits create many
     such megabyte-sized temporaries, and they ran about half as fast
-    (``results/scaling/README.md``: 87.5 s against 46.5 s for the same five
-    null fits in one process, with and without the variable). This
+    (``results/scaling/README.md``, the same null fits in one process with
+    and without the variable). This
     configuration keeps distributed's other pre-spawn settings (one BLAS
     thread per worker) and drops that one; workers may then hold on to freed
     memory for longer.

@@ -266,8 +266,8 @@ def fit_problem(params, problem, *, cv_only=False):
     if not problem.in_memory or (fixed and config.solver_ == "moments" and plan is None):
         # Raw moments as given: the scales and the standardised moments
         # follow from them exactly, with no variance pass and no
-        # standardised copies of the data (about 25 ms and 64 MB at
-        # T = 20000, p = 300, q = 100, m = 3).
+        # standardised copies of the data (a pass over the rows and a copy
+        # of every array saved).
         total, folds = problem.fold_moments(splits)
         scales = InputScales.from_raw_moments(total)
         standard = scales.standardize_raw_moments

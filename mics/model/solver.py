@@ -37,11 +37,12 @@ __all__ = ["path_costs", "choose_solver", "choose_solver_for", "estimated_second
 # unless the estimator's max_iter caps them lower.
 _SWEEPS_PER_FIT = 100
 # Data-path (BLAS) flops that one flop of the moment path's per-sweep scatter
-# contractions costs in time. Measured at T = 4000, p = 79, q = 31, m = 31 in
-# the studies' capped selection (284 sweeps): about 20 ms a sweep for ~18
-# Mflop on the moments (memory-bound), 7 ms for ~50 Mflop on the data, a
-# ratio of about 8. Without it "auto" chose the moments there, 3x slower;
-# studies/performance/solver_choice.py checks the choice on a grid of m.
+# contractions costs in time: the contractions read the (p m)^2 moments once
+# per flop or two (memory-bound), while the data path's products reuse each
+# value many times (BLAS-bound). Counting their flops alike, "auto" chose the
+# moments at the studies' sizes where they are the slower path;
+# studies/performance/solver_choice.py times both paths on a grid of m and
+# checks the choice (results/population/solver_choice.txt).
 _MOMENT_SWEEP_COST = 8.0
 
 
@@ -147,10 +148,10 @@ def _workload(params):
     }
 
 
-# Data-path (BLAS) flops a second that the warning below assumes. Issue 34's
-# measurements on 2 cores (T = 20000, p = 1000 and 2000, q = 500, m = 3:
-# fixed fits of 5.8 and 19.7 s, the default selection 26 s) ran 4 to 8
-# times faster than path_costs at 2e10 a second: its sweep counts are caps.
+# Data-path (BLAS) flops a second that the warning below assumes. It is set
+# above a 2-core machine's BLAS rate because path_costs counts every sweep up
+# to its cap, while fits converge sooner: the estimate is then of the order
+# of the measured fits at many neurons (results/many_neurons/README.md).
 _FLOPS_PER_SECOND = 8e10
 # Estimated seconds above which a fit warns.
 _SLOW_SECONDS = 120.0
@@ -201,8 +202,7 @@ def warn_if_slow(params, n, sizes, fitted_sizes, solver):
     if params["rank"] is None or params["n_channels"] is None:
         helps.append("fixed rank and n_channels (no selection), or a smaller cv or max_channels")
         # the fold fits run on one BLAS thread each, one fold after the other
-        # unless n_jobs says otherwise: 0.73x on 2 cores at T = 20000,
-        # p = 1000 (results/many_neurons/)
+        # unless n_jobs says otherwise, so a machine's other cores sit idle
         if params.get("n_jobs") in (None, 1) and (os.cpu_count() or 1) > 1:
             helps.append("n_jobs=-1 (the folds side by side, each job holding one fold's moments)")
     p, q, m = sizes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mics.model.decomposition import PARTS, result_kind
+from mics.plotting._layout import readable_categories
 from mics.plotting.model import PART_COLORS, PART_LABELS, load_pyplot
 
 __all__ = ["plot_asymmetry"]
@@ -41,7 +42,7 @@ def plot_asymmetry(result, axes=None):
     if result_kind(result) != "asymmetry":
         raise ValueError("plot_asymmetry draws the Dataset returned by mics.asymmetry.")
     if axes is None:
-        _, axes = load_pyplot().subplots(1, 2, figsize=(9.0, 3.4))
+        _, axes = load_pyplot().subplots(1, 2, figsize=(9.0, 3.4), layout="constrained")
     axes = np.asarray(axes).reshape(-1)
     if axes.size != 2:
         raise ValueError(f"axes must hold two Axes, got {axes.size}.")
@@ -65,8 +66,7 @@ def plot_asymmetry(result, axes=None):
         chance = result["chance"].values
         left.hlines(chance, x - 0.4, x + 0.4, color="0.5", linewidth=2, label="noise level")
     left.axhline(0.0, color="k", linewidth=0.6)
-    left.set_xticks(x)
-    left.set_xticklabels([PART_LABELS[p] for p in PARTS], rotation=20)
+    readable_categories([left], [PART_LABELS[p] for p in PARTS])
     left.set_ylim(min(-0.05, np.nanmin(bounds) - 0.02), 1.05)
     left.set_ylabel("fraction of modulation energy")
     left.legend(loc="upper right", fontsize=7, frameon=False)

@@ -130,9 +130,10 @@ def plot_bootstrap_intervals(intervals, model=None, ax=None):
     ax.set_ylim(0, 1)
     ax.set_ylabel("fraction of modulation energy")
     what = "fit" if model is not None else "bootstrap median"
+    # the count on a second line: on one, the title is wider than the axes
     ax.set_title(
         f"decomposition: {what} with {level}bootstrap intervals"
-        + (f" ({n_boot} resamples)" if n_boot is not None else "")
+        + (f"\n({n_boot} resamples)" if n_boot is not None else "")
     )
     handles, labels = ax.get_legend_handles_labels()
     keep = [i for i, lab in enumerate(labels) if not lab.endswith("interval")]

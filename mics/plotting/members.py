@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from mics.plotting._layout import keep_apart
 from mics.plotting._names import ROLE_INDEX, names_or_default
 from mics.plotting.model import load_pyplot, require_fitted
 
@@ -170,10 +171,14 @@ def _positions_of(model, role, n, positions):
 
 
 def _name_points(ax, names, xy, values, members, colour):
-    """Label the members, the largest |values| first, at most _MAX_NAMED_MEMBERS."""
+    """Label the members, the largest |values| first, at most _MAX_NAMED_MEMBERS.
+
+    Returns the labels, largest first, for :func:`keep_apart` once the axes
+    are complete (their legend drawn).
+    """
     order = np.flatnonzero(members)
     order = order[np.argsort(-np.abs(values[order]), kind="stable")]
-    for i in order[:_MAX_NAMED_MEMBERS]:
+    return [
         ax.annotate(
             names[i],
             tuple(xy[i]),
@@ -182,6 +187,14 @@ def _name_points(ax, names, xy, values, members, colour):
             fontsize="xx-small",
             color=colour,
         )
+        for i in order[:_MAX_NAMED_MEMBERS]
+    ]
+
+
+#: Where a member's name that would cover another text goes instead (points
+#: from its place up and to the right of its point): below, above, further
+#: below; beside its point every time, else it is left out.
+_LABEL_SHIFTS = ((0.0, 0.0), (0.0, -10.0), (0.0, 8.0), (0.0, -18.0))
 
 
 def plot_members_fov(
@@ -288,6 +301,7 @@ def plot_members_fov(
         if len(axes) != n_panels:
             raise ValueError(f"ax must hold {n_panels} axes (one per panel), got {len(axes)}.")
 
+    labels = {id(a): [] for a in axes}
     for j, (role, P, xy, from_loader) in enumerate(drawn):
         a = axes[0 if same_field else j]
         members, _, names = _members_and_names(model, stability, role, P)
@@ -306,6 +320,7 @@ def plot_members_fov(
             xy[others, 0], xy[others, 1], s=12, c="0.75", marker=marker, linewidths=0,
             label=f"{prefix}in no channel", gid=f"{role}:others",
         )  # fmt: skip
+        unnamed = np.ones(len(xy), dtype=bool)  # a neuron in several channels: named once
         for k in range(K):
             chosen = placed & members[:, k]
             # Later channels smaller and on top: a neuron in several channels shows
@@ -316,7 +331,10 @@ def plot_members_fov(
                 label=f"{prefix}channel {k} ({int(chosen.sum())})", gid=f"{role}:members:{k}",
             )  # fmt: skip
             if annotate:
-                _name_points(a, names, xy, np.where(chosen, P[:, k], 0.0), chosen, f"C{k % 10}")
+                fresh = chosen & unnamed
+                values = np.where(fresh, P[:, k], 0.0)
+                labels[id(a)] += _name_points(a, names, xy, values, fresh, f"C{k % 10}")
+                unnamed &= ~fresh
         if not same_field or j == 0:
             unit = " (pixels)" if from_loader else ""
             a.set_xlabel(f"x{unit}")
@@ -330,6 +348,7 @@ def plot_members_fov(
         )
     for a in axes:
         a.legend(fontsize="x-small", loc="best", markerscale=0.8)
+        keep_apart(labels[id(a)], _LABEL_SHIFTS)
     return axes
 
 
@@ -500,7 +519,7 @@ def plot_member_biplot(
                       gid=f"{role}:members_versus",
                       label=f"channel {second} member ({int(ring.sum())})")  # fmt: skip
         named = mask if ring is None else mask | ring
-        _name_points(a, names, np.column_stack([x, y]), np.hypot(x, y), named, "C3")
+        labels = _name_points(a, names, np.column_stack([x, y]), np.hypot(x, y), named, "C3")
         a.set_xlim(-reach, reach)
         a.set_ylim(-reach, reach)
         a.set_aspect("equal")
@@ -508,4 +527,5 @@ def plot_member_biplot(
         a.set_ylabel(f"{role}: {ylabel}")
         a.set_title(f"{role} neurons", fontsize="small")
         a.legend(fontsize="x-small", loc="best")
+        keep_apart(labels, _LABEL_SHIFTS)
     return axes

@@ -9,6 +9,7 @@ calls ``plt.show``.
 import numpy as np
 
 from mics.model.decomposition import PARTS
+from mics.plotting._layout import keep_apart, make_room, readable_categories
 from mics.plotting._names import MAX_NAMED_TICKS, fitted_names, names_or_default
 
 __all__ = [
@@ -130,6 +131,8 @@ def plot_channels(model, fig=None):
     if fig is None:
         fig = load_pyplot().figure(figsize=(10, 2.2 * K + 0.8), layout="constrained")
     axes = fig.subplots(K, 3, squeeze=False)
+    categorical = []  # modulator panels with one named bar per modulator
+    sorted_names = []  # (panel, names) of a population's sorted loadings
     for j, (name, P) in enumerate(patterns):
         n = P.shape[0]
         x = np.arange(n)
@@ -139,12 +142,12 @@ def plot_channels(model, fig=None):
             values = P[:, k]
             if name == "modulator" and n > _MANY_MODULATORS:
                 # a population: loadings sorted, the largest named
-                _sorted_pattern(ax, values, _modulator_labels(model, n))
+                sorted_names.append((ax, _sorted_pattern(ax, values, _modulator_labels(model, n))))
             elif name == "modulator":
                 ax.bar(x, values, color=np.where(values >= 0, "C3", "C0"), width=0.6)
                 ax.axhline(0.0, color="k", linewidth=0.8)
-                ax.set_xticks(x, names_or_default(model, "modulator", n))
                 ax.set_xlim(-0.6, n - 0.4)
+                categorical.append(ax)
             else:
                 ax.stem(x, values, basefmt="k-")
                 if labels is not None and n <= MAX_NAMED_TICKS:
@@ -155,6 +158,10 @@ def plot_channels(model, fig=None):
         if name != "modulator":
             named = labels is not None and n <= MAX_NAMED_TICKS
             axes[K - 1, j].set_xlabel(f"{name} neuron" + ("" if named else " (index)"))
+    m = np.asarray(model.modulator_patterns_).shape[0]
+    readable_categories(categorical, names_or_default(model, "modulator", m))
+    for ax, names in sorted_names:
+        _name_bars(ax, names)
     return fig
 
 
@@ -424,16 +431,12 @@ def plot_geometry(model, ax=None):
     else:
         sizes = np.zeros(0)
     ax.scatter(x, y, s=sizes, color="k", zorder=3, clip_on=False)
-    # Pure geometries pile up in a corner: fan the labels of coinciding
-    # channels out, and point them inwards so they stay inside the axes.
-    seen = {}
+    # Labels point inwards, so they stay inside the axes.
+    up, down = [], []
     for k, (xk, yk) in enumerate(zip(x, y, strict=True)):
-        key = (round(float(xk), 2), round(float(yk), 2))
-        rank = seen.get(key, 0)
-        seen[key] = rank + 1
         dx = -10 if xk > 0.5 else 10
-        dy = (-12 if yk > 0.5 else 12) * (rank + 1)
-        ax.annotate(
+        dy = -12 if yk > 0.5 else 12
+        label = ax.annotate(
             f"channel {k}",
             (xk, yk),
             xytext=(dx, dy),
@@ -443,12 +446,17 @@ def plot_geometry(model, ax=None):
             va="center",
             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
         )
+        (down if yk > 0.5 else up).append(label)
     ax.set_xlim(-0.04, 1.04)
     ax.set_ylim(-0.04, 1.04)
     ax.set_aspect("equal")
     ax.set_xlabel(r"source alignment $|U^\top a|^2$")
     ax.set_ylabel(r"target alignment $|V^\top b|^2$")
     ax.set_title("channel geometry")
+    # Pure geometries pile up in a corner: a label that would cover another
+    # moves further in, one line at a time.
+    keep_apart(up, [(0.0, 12.0 * i) for i in range(len(up) + 1)])
+    keep_apart(down, [(0.0, -12.0 * i) for i in range(len(down) + 1)])
     return ax
 
 
@@ -467,7 +475,7 @@ def _sorted_pattern(ax, values, labels, n_labels=8):
     ranks = np.arange(values.size)
     ax.bar(ranks, values[order], width=1.0, color="0.35")
     ax.axhline(0.0, color="k", lw=0.8)
-    for i in np.argsort(-np.abs(values[order]))[:n_labels]:
+    names = [
         ax.annotate(
             labels[order[i]],
             (ranks[i], values[order][i]),
@@ -476,7 +484,16 @@ def _sorted_pattern(ax, values, labels, n_labels=8):
             ha="center",
             va="bottom" if values[order][i] >= 0 else "top",
         )
+        for i in np.argsort(-np.abs(values[order]))[:n_labels]
+    ]
     ax.set_xlabel("modulator neuron (sorted by loading)")
+    return names
+
+
+def _name_bars(ax, names):
+    """The names of :func:`_sorted_pattern` inside the axes, those that would touch left out."""
+    make_room(ax, names)
+    keep_apart(names)
 
 
 def plot_modulator_patterns(model, ax=None, n_labels=8):
@@ -518,8 +535,11 @@ def plot_modulator_patterns(model, ax=None, n_labels=8):
         if len(axes) != K:
             raise ValueError(f"ax must hold one axes per channel ({K}), got {len(axes)}.")
     labels = _modulator_labels(model, C.shape[0])
+    names = []
     for k, a in enumerate(axes):
-        _sorted_pattern(a, C[:, k], labels, n_labels)
+        names.append(_sorted_pattern(a, C[:, k], labels, n_labels))
         a.set_title(f"channel {k} (\u03bb = {weights[k]:.3g}): modulator pattern")
         a.set_ylabel("loading")
+    for a, drawn in zip(axes, names, strict=True):
+        _name_bars(a, drawn)
     return axes

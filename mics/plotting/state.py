@@ -165,7 +165,8 @@ def plot_state_communication(model, Z, modulators=None, percentiles=(10, 90), ra
                 mat, aspect="auto", cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="none"
             )
             pct = percentiles[0] if state.endswith("low") else percentiles[1]
-            ax.set_title(f"B(z), {state}: p{pct:g} = {z:.3g} ({units[j]})")
+            # two lines: on one, the titles of the two images run into each other
+            ax.set_title(f"B(z), {state}:\np{pct:g} = {z:.3g} ({units[j]})")
             _neuron_ticks(ax.set_yticks, source_names, mat.shape[0])
             _neuron_ticks(ax.set_xticks, target_names, mat.shape[1], rotation=90)
             ax.set_ylabel("source neuron")
