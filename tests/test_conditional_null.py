@@ -120,8 +120,25 @@ def test_conditioned_problem_permutes_the_residual_only():
     problem = make_problem(X, Y, Z, groups=groups)
     cond, fit = problem.conditioned(problem.splits(5), source=True, drift_df=5)
     index = np.random.default_rng(2).permutation(X.shape[0])
-    assert_allclose(cond.permuted(index).Z, cond.Z_fitted + (Z - cond.Z_fitted)[index])
-    assert_allclose(cond.rolled(17).Z, cond.Z_fitted + np.roll(Z - cond.Z_fitted, 17, axis=0))
+    # The permuted residual, refitted like the recording's: what the drift basis
+    # and the source predict of it is taken out again, so a null copy's
+    # residual is as (nearly) orthogonal to them as the recorded one.
+    # (with trials, the source's design holds each sample and its trial's mean)
+    G = drift_basis(session_position(X.shape[0], groups), 5)
+    _, codes = np.unique(groups, return_inverse=True)
+    means = np.array([X[codes == c].mean(axis=0) for c in range(codes.max() + 1)])[codes]
+    S = np.column_stack([X, means])
+    design = np.column_stack([G, S])
+    moved = (Z - cond.Z_fitted)[index]
+    expected = moved - design @ np.vstack(fit.coefficients(G.T @ moved, S.T @ moved))
+    null = cond.permuted(index).Z
+    assert_allclose(null, cond.Z_fitted + expected, atol=1e-10)
+    recorded_left = np.abs(design.T @ (Z - cond.Z_fitted)).max()
+    assert np.abs(design.T @ (null - cond.Z_fitted)).max() < 10 * recorded_left + 1e-8
+    assert np.abs(design.T @ moved).max() > 100 * recorded_left  # before the refit: not so
+    rolled = np.roll(Z - cond.Z_fitted, 17, axis=0)
+    rolled -= design @ np.vstack(fit.coefficients(G.T @ rolled, S.T @ rolled))
+    assert_allclose(cond.rolled(17).Z, cond.Z_fitted + rolled, atol=1e-10)
     assert_allclose(problem.permuted(index).Z, Z[index])  # unconditioned: the whole modulator
 
     # A permuted copy keeps the modulator's dependence on the source: its R^2 on
@@ -239,19 +256,21 @@ def test_test_reports_what_the_null_kept():
         test = mics.test_modulation(
             est, data.X, data.Y, data.Z, n_permutations=4, n_boot=0, verbose=0, random_state=0
         )
-        plain = mics.test_modulation(
+        drift_only = mics.test_modulation(
             est, data.X, data.Y, data.Z, n_permutations=4, n_boot=0, verbose=0,
-            random_state=0, condition_on=None,
+            random_state=0, condition_on="drift",
         )  # fmt: skip
     assert test.condition_on == ("source", "drift")
     assert 0.3 < test.modulator_r2_source < 1
     assert "The null kept the modulator's predictable part" in test.summary()
-    assert plain.condition_on == () and np.isnan(plain.modulator_r2_source)
+    assert drift_only.condition_on == ("drift",) and np.isnan(drift_only.modulator_r2_source)
+    plain = drift_only
     # same observed statistic, another null
     assert test.statistic == plain.statistic
     assert not np.array_equal(test.null_distribution, plain.null_distribution)
-    # the baseline's held-out gain is measured on the recorded target
-    assert test.baseline_gain > 0
+    # the baseline's held-out gain is measured on the recorded target (none at rank 0)
+    assert np.isnan(test.baseline_gain) == (test.rank == 0)
+    assert test.rank == 0 or test.baseline_gain > 0
     with pytest.raises(ValueError, match="condition_on"):
         mics.test_modulation(est, data.X, data.Y, data.Z, n_permutations=2, condition_on="time")
     with pytest.raises(ValueError, match="additive"):

@@ -101,7 +101,8 @@ def results(data, selected, sparse):
             mics.MICs(rank=selected.rank_, max_channels=1, n_init=0, **LIGHT),
             *data, n_permutations=9, n_boot=0, random_state=0, verbose=0,
         )  # fmt: skip
-        boot = mics.bootstrap_channels(selected, *data, n_boot=4, random_state=0, verbose=0)
+        # 10 draws: the fewest the asymmetry test takes for its standard error
+        boot = mics.bootstrap_channels(selected, *data, n_boot=10, random_state=0, verbose=0)
         stability = mics.stability_selection(sparse, *data, n_boot=4, random_state=0, verbose=0)
         power = mics.power_analysis(
             mics.MICs(rank=selected.rank_, n_channels=1, n_init=0, **LIGHT),

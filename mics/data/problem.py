@@ -497,7 +497,9 @@ class MomentProblem(Problem):
         return self.total, self.folds
 
 
-#: Whether the conditional null's source design adds trial means (experiment switch).
+#: Whether the conditional null's source design adds each trial's mean (a
+#: trial-level state is read from the whole trial; without them the null's
+#: residual kept part of what the source predicts, results/null_families/).
 _TRIAL_MEANS = True
 
 
