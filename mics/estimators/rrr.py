@@ -129,14 +129,16 @@ def _sparse_on_arrays(X, Y, rank, sparsities, alpha):
     keep = ~constant_columns(X)
     x_mean, y_mean = X.mean(axis=0), Y.mean(axis=0)
     Xc, Yc = X[:, keep] - x_mean[keep], Y - y_mean
+    # with fewer samples than neurons the fits need no (p, p) scatter
     fits = sparse_rrr_path(
-        Xc.T @ Xc,
+        Xc.T @ Xc if Xc.shape[0] >= Xc.shape[1] else None,
         Xc.T @ Yc,
         float(np.sum(Yc * Yc)),
         X.shape[0],
         min(rank, int(keep.sum())),
         sparsities,
         alpha,
+        data=(Xc, Yc),
     )
     coefs = []
     for fit in fits:
