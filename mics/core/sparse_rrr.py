@@ -60,7 +60,7 @@ from scipy import linalg
 
 from mics.core.linalg import single_blas_thread, solve_psd
 from mics.core.rrr import reduced_rank_path
-from mics.core.sparse import group_norm_sum, group_soft_threshold
+from mics.core.sparse import group_norm_sum
 
 __all__ = [
     "SparseRRRFit",
@@ -136,7 +136,9 @@ def sparse_rrr_penalty(Sxx, tr_yy, n_samples, n_target, sparsity):
         ``sparsity * 2 sqrt(tr(Sxx) tr_yy / (p q n))`` (= ``2 sqrt(n v_x v_y)``
         per unit of ``sparsity``), in the units of the loss over those of ``W``.
     """
-    return _absolute_penalty(float(np.trace(Sxx)), Sxx.shape[0], tr_yy, n_samples, n_target, sparsity)
+    return _absolute_penalty(
+        float(np.trace(Sxx)), Sxx.shape[0], tr_yy, n_samples, n_target, sparsity
+    )
 
 
 def _absolute_penalty(tr_xx, p, tr_yy, n_samples, n_target, sparsity):
@@ -565,7 +567,14 @@ def sparse_rrr_path(Sxx, Sxy, tr_yy, n_samples, rank, sparsities, alpha=0.0, *, 
                 continue
             fits.append(
                 _fit_sparse_rrr(
-                    gram, Sxy, tr_yy, rank, lam, start, max_iter=1000, tol=1e-8,
+                    gram,
+                    Sxy,
+                    tr_yy,
+                    rank,
+                    lam,
+                    start,
+                    max_iter=1000,
+                    tol=1e-8,
                     first=firsts.get(lam),
                 )
             )
