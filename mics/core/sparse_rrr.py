@@ -455,12 +455,16 @@ def _fit_sparse_rrr(gram, Sxy, tr_yy, rank, lam, init, *, max_iter, tol, first=N
         # On the coefficients, not the loss: near the optimum the loss is
         # flat (changes like the square of the step), the subspace is not.
         B_old, B = B, W @ V.T
-        step = np.linalg.norm(B - B_old) / max(np.linalg.norm(B), np.finfo(float).tiny)
-        converged = step <= tol or not np.any(W)
+        step, size = np.linalg.norm(B - B_old), np.linalg.norm(B)
+        small = step <= tol * max(size, np.finfo(float).tiny)
+        # (a small step counts only from a block solved to the full
+        # tolerance: a looser one could stop early for its own reasons)
+        converged = (small and inner_tol <= _CD_TOL) or not np.any(W)
         # The W block need not be solved much more precisely than the
         # alternation moves: far from the optimum a hundredth of its last
-        # step will do; near it the block tolerance is reached again.
-        inner_tol = min(max(_CD_TOL, _INNER_FRACTION * step), _INNER_LOOSEST)
+        # step will do; near it, the full tolerance.
+        step = step / size if size > 0 else 1.0
+        inner_tol = _CD_TOL if small else min(max(_CD_TOL, _INNER_FRACTION * step), _INNER_LOOSEST)
     members = np.any(W != 0, axis=1)
     return SparseRRRFit(
         coef=W @ V.T,
