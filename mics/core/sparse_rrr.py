@@ -67,6 +67,8 @@ __all__ = [
     "fit_sparse_rrr",
     "sparse_rrr_path",
     "sparse_rrr_path_from_sums",
+    "sparse_rrr_table",
+    "sparse_rrr_table_from_sums",
     "sparse_rrr_penalty",
 ]
 
@@ -312,24 +314,30 @@ def _group_lasso_rows(gram, G, lam, W, screen=None, tol=_CD_TOL):
     return W
 
 
-def _dense_start(Sxx, Sxy, rank, alpha, data=None):
-    """The dense (lam = 0) minimiser ``(W, V)``: exact, and the start for lam > 0.
+def _dense_start(Sxx, Sxy, rank, alpha):
+    """The dense (lam = 0) minimiser ``(W, V)``: exact, and the start for lam > 0."""
+    return _dense_starts(Sxx, Sxy, [rank], alpha)[rank]
+
+
+def _dense_starts(Sxx, Sxy, ranks, alpha, data=None):
+    """:func:`_dense_start` at several ranks, from one solve: ``{rank: (W, V)}``.
 
     With ``data = (Xc, Yc)``, the centred arrays behind the moments, and
-    fewer samples than source neurons, the same minimiser is computed in
+    fewer samples than source neurons, the same minimisers are computed in
     the space of the samples (``B = Xc^T (Xc Xc^T + alpha I)^+ Yc``, the
     push-through identity), at ``O(n^2 p)`` instead of the ``O(p^3)`` of a
     solve with ``Sxx``.
     """
+    ranks = sorted(set(ranks))
     if data is not None and data[0].shape[0] < data[0].shape[1]:
-        return _dense_start_samples(*data, rank, alpha)
-    (B_r,), V_all = reduced_rank_path(Sxx, Sxy, [rank], alpha=alpha, exact_ridge=True)
-    V = V_all[:, :rank]
-    return B_r @ V, V
+        B_full, V_all = _dense_samples(*data, alpha)
+        return {r: (B_full @ V_all[:, :r], V_all[:, :r]) for r in ranks}
+    coefs, V_all = reduced_rank_path(Sxx, Sxy, ranks, alpha=alpha, exact_ridge=True)
+    return {r: (B_r @ V_all[:, :r], V_all[:, :r]) for r, B_r in zip(ranks, coefs, strict=True)}
 
 
-def _dense_start_samples(Xc, Yc, rank, alpha):
-    """:func:`_dense_start` from centred data with fewer samples than neurons."""
+def _dense_samples(Xc, Yc, alpha):
+    """Full-rank coefficients and the fitted values' axes, from data with n < p."""
     K = Xc @ Xc.T
     evals, U = linalg.eigh((K + K.T) / 2)
     evals = evals + alpha
@@ -342,8 +350,7 @@ def _dense_start_samples(Xc, Yc, rank, alpha):
     F = Xc @ B_full
     fitted = F.T @ F + alpha * (B_full.T @ B_full)
     _, V_all = linalg.eigh((fitted + fitted.T) / 2)
-    V = V_all[:, ::-1][:, :rank]
-    return B_full @ V, V
+    return B_full, V_all[:, ::-1]
 
 
 def fit_sparse_rrr(
@@ -548,41 +555,62 @@ def sparse_rrr_path(Sxx, Sxy, tr_yy, n_samples, rank, sparsities, alpha=0.0, *, 
     list of SparseRRRFit
         One per sparsity, in the order given.
     """
+    return sparse_rrr_table(Sxx, Sxy, tr_yy, n_samples, [rank], sparsities, alpha, data=data)[0]
+
+
+def sparse_rrr_table(Sxx, Sxy, tr_yy, n_samples, ranks, sparsities, alpha=0.0, *, data=None):
+    """:func:`sparse_rrr_path` at several ranks, sharing one dense solve.
+
+    Parameters
+    ----------
+    Sxx, Sxy, tr_yy, n_samples, sparsities, alpha, data
+        As :func:`sparse_rrr_path`.
+    ranks : sequence of int
+
+    Returns
+    -------
+    list of list of SparseRRRFit
+        ``[rank][sparsity]``, in the orders given.
+    """
     with single_blas_thread():
-        Sxx, Sxy = _checked(Sxx, Sxy, rank, alpha)
+        Sxx, Sxy = _checked(Sxx, Sxy, max(ranks), alpha)
         p, q = Sxy.shape
-        samples = data is not None and data[0].shape[0] < p
-        if samples:
-            Xc = np.asarray(data[0], dtype=float)
-            gram = _Gram(alpha, Xc=Xc)
+        if data is not None and data[0].shape[0] < p:
+            gram = _Gram(alpha, Xc=np.asarray(data[0], dtype=float))
             tr_xx = float(np.sum(gram.diag)) - p * float(alpha)
         else:
+            data = None
             gram = _Gram(alpha, Sxx=Sxx)
             tr_xx = float(np.trace(Sxx))
-        start = _dense_start(Sxx, Sxy, rank, alpha, data)
+        starts = _dense_starts(Sxx, Sxy, ranks, alpha, data)
         lams = [_absolute_penalty(tr_xx, p, tr_yy, n_samples, q, s) for s in sparsities]
-        firsts = _first_blocks(gram, Sxy, start, lams) if rank > 0 and any(lams) else {}
-        fits = []
-        for lam in lams:
-            if lam == 0:
-                # the dense start is the minimiser itself
-                fit = _fit_sparse_rrr(gram, Sxy, tr_yy, rank, lam, start, max_iter=0, tol=0)
-                fits.append(replace(fit, converged=True))
-                continue
-            fits.append(
-                _fit_sparse_rrr(
-                    gram,
-                    Sxy,
-                    tr_yy,
-                    rank,
-                    lam,
-                    start,
-                    max_iter=1000,
-                    tol=1e-8,
-                    first=firsts.get(lam),
-                )
+        return [_path(gram, Sxy, tr_yy, rank, lams, starts[rank]) for rank in ranks]
+
+
+def _path(gram, Sxy, tr_yy, rank, lams, start):
+    """The fits of :func:`sparse_rrr_path` at absolute weights ``lams``."""
+    firsts = _first_blocks(gram, Sxy, start, lams) if rank > 0 and any(lams) else {}
+    fits = []
+    for lam in lams:
+        if lam == 0:
+            # the dense start is the minimiser itself
+            fit = _fit_sparse_rrr(gram, Sxy, tr_yy, rank, lam, start, max_iter=0, tol=0)
+            fits.append(replace(fit, converged=True))
+            continue
+        fits.append(
+            _fit_sparse_rrr(
+                gram,
+                Sxy,
+                tr_yy,
+                rank,
+                lam,
+                start,
+                max_iter=1000,
+                tol=1e-8,
+                first=firsts.get(lam),
             )
-        return fits
+        )
+    return fits
 
 
 def sparse_rrr_path_from_sums(sums, rank, sparsities, alpha=0.0):
@@ -605,16 +633,31 @@ def sparse_rrr_path_from_sums(sums, rank, sparsities, alpha=0.0):
     intercepts : list of ndarray of shape (q,)
         In the moments' shifted basis: ``y - y_shift = (x - x_shift) B + c``.
     """
+    coefs, intercepts = sparse_rrr_table_from_sums(sums, [rank], sparsities, alpha)
+    return coefs[0], intercepts[0]
+
+
+def sparse_rrr_table_from_sums(sums, ranks, sparsities, alpha=0.0):
+    """:func:`sparse_rrr_path_from_sums` at several ranks.
+
+    Returns
+    -------
+    coefs, intercepts : list of list of ndarray
+        ``[rank][sparsity]``, as :func:`sparse_rrr_path_from_sums`'s.
+    """
     n, sx, sy = sums.n, sums.sx, sums.sy
     Sxx = sums.Sxx - np.outer(sx, sx) / n
     Sxy = sums.Sxy - np.outer(sx, sy) / n
     tr_yy = float(np.trace(sums.Syy) - sy @ sy / n)
     keep = np.diag(Sxx) / max(n - 1, 1) >= np.finfo(np.float64).eps
-    rank = min(rank, int(keep.sum()))
-    fits = sparse_rrr_path(Sxx[np.ix_(keep, keep)], Sxy[keep], tr_yy, n, rank, sparsities, alpha)
+    kept = [min(r, int(keep.sum())) for r in ranks]
+    table = sparse_rrr_table(Sxx[np.ix_(keep, keep)], Sxy[keep], tr_yy, n, kept, sparsities, alpha)
     coefs = []
-    for fit in fits:
-        B = np.zeros(Sxy.shape)
-        B[keep] = fit.coef
-        coefs.append(B)
-    return coefs, [sy / n - (sx / n) @ B for B in coefs]
+    for fits in table:
+        row = []
+        for fit in fits:
+            B = np.zeros(Sxy.shape)
+            B[keep] = fit.coef
+            row.append(B)
+        coefs.append(row)
+    return coefs, [[sy / n - (sx / n) @ B for B in row] for row in coefs]

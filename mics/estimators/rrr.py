@@ -12,7 +12,11 @@ from sklearn.base import BaseEstimator
 
 from mics.core.heldout import normalized_squared_error, sums_heldout_loss
 from mics.core.rrr import constant_columns, fit_reduced_rank
-from mics.core.sparse_rrr import sparse_rrr_path, sparse_rrr_path_from_sums
+from mics.core.sparse_rrr import (
+    sparse_rrr_path_from_sums,
+    sparse_rrr_table,
+    sparse_rrr_table_from_sums,
+)
 from mics.data.folds import cv_splits
 from mics.data.problem import make_problem
 from mics.data.validation import check_alpha, check_folds, check_rank
@@ -126,26 +130,35 @@ class ReducedRankRegression(CommunicationSubspaceMixin, BaseEstimator):
 
 def _sparse_on_arrays(X, Y, rank, sparsities, alpha):
     """Sparse RRR of arrays at several sparsities: coefficients, intercepts, fits."""
+    coefs, icpts, fits = _sparse_table_on_arrays(X, Y, [rank], sparsities, alpha)
+    return coefs[0], icpts[0], fits[0]
+
+
+def _sparse_table_on_arrays(X, Y, ranks, sparsities, alpha):
+    """:func:`_sparse_on_arrays` at several ranks: each output indexed ``[rank][sparsity]``."""
     keep = ~constant_columns(X)
     x_mean, y_mean = X.mean(axis=0), Y.mean(axis=0)
     Xc, Yc = X[:, keep] - x_mean[keep], Y - y_mean
     # with fewer samples than neurons the fits need no (p, p) scatter
-    fits = sparse_rrr_path(
+    table = sparse_rrr_table(
         Xc.T @ Xc if Xc.shape[0] >= Xc.shape[1] else None,
         Xc.T @ Yc,
         float(np.sum(Yc * Yc)),
         X.shape[0],
-        min(rank, int(keep.sum())),
+        [min(r, int(keep.sum())) for r in ranks],
         sparsities,
         alpha,
         data=(Xc, Yc),
     )
     coefs = []
-    for fit in fits:
-        B = np.zeros((X.shape[1], Y.shape[1]))
-        B[keep] = fit.coef
-        coefs.append(B)
-    return coefs, [y_mean - x_mean @ B for B in coefs], fits
+    for fits in table:
+        row = []
+        for fit in fits:
+            B = np.zeros((X.shape[1], Y.shape[1]))
+            B[keep] = fit.coef
+            row.append(B)
+        coefs.append(row)
+    return coefs, [[y_mean - x_mean @ B for B in row] for row in coefs], table
 
 
 class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
@@ -226,64 +239,93 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
         if not problem.in_memory:
             self.n_features_in_ = problem.shape[1]
         self.sparsity_ = 0.0
-        if self.rank_ > 0 and (isinstance(sparsity, (str, tuple)) or sparsity > 0):
-            B, b = self._sparse(problem, sparsity)
+        if isinstance(sparsity, (str, tuple)) or sparsity > 0:
+            B, b = self._sparse(problem, sparsity, ranks)
         self._set_baseline(B, b, self.rank_)
         self.source_members_ = np.flatnonzero(np.any(B != 0, axis=1))
         return self._finish(problem.y_1d)
 
-    def _sparse(self, problem, sparsity):
-        """Sparsity fixed or chosen on the folds at ``rank_``; the refit on all samples."""
+    def _sparse(self, problem, sparsity, ranks):
+        """Rank and sparsity chosen together on the folds; the refit on all samples."""
         if isinstance(sparsity, str):
             candidates = SPARSITY_GRID
         elif isinstance(sparsity, tuple):
             candidates = tuple(sorted(set(sparsity), reverse=True))  # sparsest first
         else:
             candidates = (float(sparsity),)
-        rank, alpha = self.rank_, self.alpha
+        alpha = self.alpha
+        choose = len(candidates) > 1 or len(ranks) > 1
         if problem.in_memory:
             X, Y = problem.X, problem.Y
-            if len(candidates) > 1:
+            if choose:
                 losses = []
                 for train, test in cv_splits(self.cv, X.shape[0], groups=problem.groups):
-                    coefs, icpts, _ = _sparse_on_arrays(
-                        X[train], Y[train], rank, candidates, alpha
+                    coefs, icpts, _ = _sparse_table_on_arrays(
+                        X[train], Y[train], ranks, candidates, alpha
                     )
                     losses.append(
                         [
-                            normalized_squared_error(Y[test], X[test] @ B + b)
-                            for B, b in zip(coefs, icpts, strict=True)
+                            [
+                                normalized_squared_error(Y[test], X[test] @ B + b)
+                                for B, b in zip(row, brow, strict=True)
+                            ]
+                            for row, brow in zip(coefs, icpts, strict=True)
                         ]
                     )
-                best = self._record(candidates, losses)
+                rank, best = self._record(ranks, candidates, losses)
             else:
-                best = 0
+                rank, best = ranks[0], 0
             (B,), (b,), _ = _sparse_on_arrays(X, Y, rank, [candidates[best]], alpha)
         else:
             total, folds, (x_shift, y_shift) = problem.xy_fold_sums(problem.splits(self.cv))
-            if len(candidates) > 1:
+            if choose:
                 losses = []
                 for test, excl in folds:
-                    coefs, icpts = sparse_rrr_path_from_sums(total - excl, rank, candidates, alpha)
-                    losses.append(
-                        [sums_heldout_loss(test, B, c) for B, c in zip(coefs, icpts, strict=True)]
+                    coefs, icpts = sparse_rrr_table_from_sums(
+                        total - excl, ranks, candidates, alpha
                     )
-                best = self._record(candidates, losses)
+                    losses.append(
+                        [
+                            [sums_heldout_loss(test, B, c) for B, c in zip(row, crow, strict=True)]
+                            for row, crow in zip(coefs, icpts, strict=True)
+                        ]
+                    )
+                rank, best = self._record(ranks, candidates, losses)
             else:
-                best = 0
+                rank, best = ranks[0], 0
             (B,), (c,) = sparse_rrr_path_from_sums(total, rank, [candidates[best]], alpha)
             # back from the shifted basis: y - y_shift = (x - x_shift) B + c
             b = y_shift + c - x_shift @ B
-        self.sparsity_ = float(candidates[best])
+        self.rank_ = int(rank)
+        self.sparsity_ = float(candidates[best]) if rank > 0 else 0.0
         return B, b
 
-    def _record(self, candidates, losses):
-        """Store the sparsity stage in ``cv_results_``; the one-SEM choice."""
-        table = summarize_cv(candidates, np.asarray(losses).T, key="sparsity")
-        self.cv_results_["sparsity"] = table.pop("sparsity")
-        for key, value in table.items():
-            self.cv_results_[f"sparsity_{key}"] = value
-        return int(table["best_index"])
+    def _record(self, ranks, candidates, losses):
+        """Store the joint table in ``cv_results_``; the one-SEM choice ``(rank, index)``.
+
+        ``losses`` is (n_folds, n_ranks, n_candidates). The cells are ordered
+        from the simplest model to the most complex, the rank first and the
+        sparsity (sparsest first) within it, and the one-SEM rule takes the
+        first cell within one SEM of the best (:func:`mics.core.one_sem_rule`).
+        """
+        fold_loss = np.asarray(losses, dtype=float).transpose(1, 2, 0)
+        n_ranks, n_cand, n_folds = fold_loss.shape
+        flat = summarize_cv(
+            np.arange(n_ranks * n_cand), fold_loss.reshape(-1, n_folds), key="cell"
+        )
+        i_rank, best = divmod(int(flat["best_index"]), n_cand)
+        self.cv_results_["joint_fold_loss"] = fold_loss
+        self.cv_results_["joint_mean_loss"] = flat["mean_loss"].reshape(n_ranks, n_cand)
+        self.cv_results_["joint_sem_loss"] = flat["sem_loss"].reshape(n_ranks, n_cand)
+        self.cv_results_["joint_best_index"] = (i_rank, best)
+        if n_cand > 1:
+            # the sparsity path at the chosen rank, as without the joint table
+            table = summarize_cv(candidates, fold_loss[i_rank], key="sparsity")
+            self.cv_results_["sparsity"] = table.pop("sparsity")
+            table["best_index"] = best
+            for key, value in table.items():
+                self.cv_results_[f"sparsity_{key}"] = value
+        return ranks[i_rank], best
 
 
 def candidate_ranks(ranks, n_source, n_target):
