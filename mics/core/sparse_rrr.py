@@ -64,11 +64,10 @@ from mics.core.sparse import group_norm_sum
 
 __all__ = [
     "SparseRRRFit",
+    "SparseRRRPaths",
     "fit_sparse_rrr",
     "sparse_rrr_path",
     "sparse_rrr_path_from_sums",
-    "sparse_rrr_table",
-    "sparse_rrr_table_from_sums",
     "sparse_rrr_penalty",
 ]
 
@@ -316,28 +315,18 @@ def _group_lasso_rows(gram, G, lam, W, screen=None, tol=_CD_TOL):
 
 def _dense_start(Sxx, Sxy, rank, alpha):
     """The dense (lam = 0) minimiser ``(W, V)``: exact, and the start for lam > 0."""
-    return _dense_starts(Sxx, Sxy, [rank], alpha)[rank]
-
-
-def _dense_starts(Sxx, Sxy, ranks, alpha, data=None):
-    """:func:`_dense_start` at several ranks, from one solve: ``{rank: (W, V)}``.
-
-    With ``data = (Xc, Yc)``, the centred arrays behind the moments, and
-    fewer samples than source neurons, the same minimisers are computed in
-    the space of the samples (``B = Xc^T (Xc Xc^T + alpha I)^+ Yc``, the
-    push-through identity), at ``O(n^2 p)`` instead of the ``O(p^3)`` of a
-    solve with ``Sxx``.
-    """
-    ranks = sorted(set(ranks))
-    if data is not None and data[0].shape[0] < data[0].shape[1]:
-        B_full, V_all = _dense_samples(*data, alpha)
-        return {r: (B_full @ V_all[:, :r], V_all[:, :r]) for r in ranks}
-    coefs, V_all = reduced_rank_path(Sxx, Sxy, ranks, alpha=alpha, exact_ridge=True)
-    return {r: (B_r @ V_all[:, :r], V_all[:, :r]) for r, B_r in zip(ranks, coefs, strict=True)}
+    (B_r,), V_all = reduced_rank_path(Sxx, Sxy, [rank], alpha=alpha, exact_ridge=True)
+    V = V_all[:, :rank]
+    return B_r @ V, V
 
 
 def _dense_samples(Xc, Yc, alpha):
-    """Full-rank coefficients and the fitted values' axes, from data with n < p."""
+    """Full-rank coefficients and the fitted values' axes, from data with n < p.
+
+    The minimiser of :func:`_dense_start` in the space of the samples
+    (``B = Xc^T (Xc Xc^T + alpha I)^+ Yc``, the push-through identity), at
+    ``O(n^2 p)`` instead of the ``O(p^3)`` of a solve with ``Sxx``.
+    """
     K = Xc @ Xc.T
     evals, U = linalg.eigh((K + K.T) / 2)
     evals = evals + alpha
@@ -555,36 +544,124 @@ def sparse_rrr_path(Sxx, Sxy, tr_yy, n_samples, rank, sparsities, alpha=0.0, *, 
     list of SparseRRRFit
         One per sparsity, in the order given.
     """
-    return sparse_rrr_table(Sxx, Sxy, tr_yy, n_samples, [rank], sparsities, alpha, data=data)[0]
+    paths = SparseRRRPaths(Sxx, Sxy, tr_yy, n_samples, alpha, data=data)
+    _checked(None, paths.Sxy, rank, alpha)
+    return paths.path(rank, sparsities)
 
 
-def sparse_rrr_table(Sxx, Sxy, tr_yy, n_samples, ranks, sparsities, alpha=0.0, *, data=None):
-    """:func:`sparse_rrr_path` at several ranks, sharing one dense solve.
+class SparseRRRPaths:
+    """The sparse RRR fits of one training set at any rank, sharing its moments and dense solve.
+
+    The cross-validation of :class:`mics.ReducedRankRegressionCV` fits each
+    fold at several ranks, one rank after the other: the fold's scatter,
+    its :class:`_Gram` and the dense solve behind every rank's start are
+    made once here.
 
     Parameters
     ----------
-    Sxx, Sxy, tr_yy, n_samples, sparsities, alpha, data
+    Sxx : ndarray of shape (p, p) or None
+        As :func:`sparse_rrr_path` (None with ``data`` of fewer samples
+        than source neurons).
+    Sxy : ndarray of shape (p, q)
+    tr_yy : float
+    n_samples : int
+    alpha : float, default=0.0
+    data : tuple of ndarray (Xc, Yc), optional
         As :func:`sparse_rrr_path`.
-    ranks : sequence of int
-
-    Returns
-    -------
-    list of list of SparseRRRFit
-        ``[rank][sparsity]``, in the orders given.
+    keep : ndarray of bool, shape (p_all,), optional
+        The source neurons the moments are of, among ``p_all`` (the others,
+        without variance, get zero rows in :meth:`coefficients`).
+    means : tuple of ndarray (x_mean, y_mean), optional
+        Of shapes (p_all,), (q,): the intercepts of :meth:`coefficients` are
+        ``y_mean - x_mean @ B``.
     """
-    with single_blas_thread():
-        Sxx, Sxy = _checked(Sxx, Sxy, max(ranks), alpha)
-        p, q = Sxy.shape
+
+    def __init__(self, Sxx, Sxy, tr_yy, n_samples, alpha=0.0, *, data=None, keep=None, means=None):
+        Sxx, Sxy = _checked(Sxx, Sxy, 0, alpha)
+        p = Sxy.shape[0]
+        self.Sxx, self.Sxy, self.tr_yy, self.n_samples = Sxx, Sxy, float(tr_yy), n_samples
+        self.alpha = float(alpha)
         if data is not None and data[0].shape[0] < p:
-            gram = _Gram(alpha, Xc=np.asarray(data[0], dtype=float))
-            tr_xx = float(np.sum(gram.diag)) - p * float(alpha)
+            self.data = tuple(np.asarray(a, dtype=float) for a in data)
+            self.gram = _Gram(alpha, Xc=self.data[0])
+            self.tr_xx = float(np.sum(self.gram.diag)) - p * self.alpha
         else:
-            data = None
-            gram = _Gram(alpha, Sxx=Sxx)
-            tr_xx = float(np.trace(Sxx))
-        starts = _dense_starts(Sxx, Sxy, ranks, alpha, data)
-        lams = [_absolute_penalty(tr_xx, p, tr_yy, n_samples, q, s) for s in sparsities]
-        return [_path(gram, Sxy, tr_yy, rank, lams, starts[rank]) for rank in ranks]
+            if Sxx is None:
+                raise ValueError("Sxx is needed unless data has fewer samples than neurons.")
+            self.data = None
+            self.gram = _Gram(alpha, Sxx=Sxx)
+            self.tr_xx = float(np.trace(Sxx))
+        self.keep = np.ones(p, dtype=bool) if keep is None else np.asarray(keep)
+        self.means = means
+        self._dense = None
+
+    @classmethod
+    def from_sums(cls, sums, alpha=0.0):
+        """From linear moments (:class:`mics.core.RawLinearMoments`).
+
+        Neurons without variance are left out (the reference's rule, as
+        :func:`mics.core.rrr.reduced_rank_path_from_sums`); intercepts of
+        :meth:`coefficients` are in the moments' shifted basis:
+        ``y - y_shift = (x - x_shift) B + c``.
+        """
+        n, sx, sy = sums.n, sums.sx, sums.sy
+        Sxx = sums.Sxx - np.outer(sx, sx) / n
+        Sxy = sums.Sxy - np.outer(sx, sy) / n
+        tr_yy = float(np.trace(sums.Syy) - sy @ sy / n)
+        keep = np.diag(Sxx) / max(n - 1, 1) >= np.finfo(np.float64).eps
+        return cls(
+            Sxx[np.ix_(keep, keep)], Sxy[keep], tr_yy, n, alpha, keep=keep, means=(sx / n, sy / n)
+        )
+
+    def start(self, rank):
+        """The dense minimiser ``(W, V)`` at ``rank`` (as :func:`_dense_start`)."""
+        if self._dense is None:
+            if self.data is not None:
+                self._dense = _dense_samples(*self.data, self.alpha)
+            else:
+                A = self.Sxx + self.alpha * np.eye(len(self.Sxx)) if self.alpha > 0 else self.Sxx
+                B_full = solve_psd(A, self.Sxy)
+                fitted = B_full.T @ A @ B_full  # (the exact ridge's axes)
+                V_all = linalg.eigh((fitted + fitted.T) / 2)[1][:, ::-1]
+                self._dense = (B_full, V_all)
+        B_full, V_all = self._dense
+        V = V_all[:, :rank]
+        if self.data is not None:
+            return B_full @ V, V
+        # (the coefficients as reduced_rank_path forms them)
+        return ((B_full @ V) @ V.T) @ V, V
+
+    def path(self, rank, sparsities):
+        """Fits at ``rank`` and each sparsity, as :func:`sparse_rrr_path` makes them.
+
+        ``rank`` is lowered to the number of source neurons if above it.
+        """
+        p, q = self.Sxy.shape
+        rank = min(rank, p)
+        with single_blas_thread():
+            lams = [
+                _absolute_penalty(self.tr_xx, p, self.tr_yy, self.n_samples, q, s)
+                for s in sparsities
+            ]
+            return _path(self.gram, self.Sxy, self.tr_yy, rank, lams, self.start(rank))
+
+    def coefficients(self, rank, sparsities):
+        """Coefficients (p_all, q), zero rows for the neurons left out, and intercepts (q,).
+
+        Returns
+        -------
+        coefs, intercepts : list of ndarray
+            One per sparsity (intercepts None without ``means``).
+        """
+        coefs = []
+        for fit in self.path(rank, sparsities):
+            B = np.zeros((self.keep.size, self.Sxy.shape[1]))
+            B[self.keep] = fit.coef
+            coefs.append(B)
+        if self.means is None:
+            return coefs, None
+        x_mean, y_mean = self.means
+        return coefs, [y_mean - x_mean @ B for B in coefs]
 
 
 def _path(gram, Sxy, tr_yy, rank, lams, start):
@@ -633,31 +710,4 @@ def sparse_rrr_path_from_sums(sums, rank, sparsities, alpha=0.0):
     intercepts : list of ndarray of shape (q,)
         In the moments' shifted basis: ``y - y_shift = (x - x_shift) B + c``.
     """
-    coefs, intercepts = sparse_rrr_table_from_sums(sums, [rank], sparsities, alpha)
-    return coefs[0], intercepts[0]
-
-
-def sparse_rrr_table_from_sums(sums, ranks, sparsities, alpha=0.0):
-    """:func:`sparse_rrr_path_from_sums` at several ranks.
-
-    Returns
-    -------
-    coefs, intercepts : list of list of ndarray
-        ``[rank][sparsity]``, as :func:`sparse_rrr_path_from_sums`'s.
-    """
-    n, sx, sy = sums.n, sums.sx, sums.sy
-    Sxx = sums.Sxx - np.outer(sx, sx) / n
-    Sxy = sums.Sxy - np.outer(sx, sy) / n
-    tr_yy = float(np.trace(sums.Syy) - sy @ sy / n)
-    keep = np.diag(Sxx) / max(n - 1, 1) >= np.finfo(np.float64).eps
-    kept = [min(r, int(keep.sum())) for r in ranks]
-    table = sparse_rrr_table(Sxx[np.ix_(keep, keep)], Sxy[keep], tr_yy, n, kept, sparsities, alpha)
-    coefs = []
-    for fits in table:
-        row = []
-        for fit in fits:
-            B = np.zeros(Sxy.shape)
-            B[keep] = fit.coef
-            row.append(B)
-        coefs.append(row)
-    return coefs, [[sy / n - (sx / n) @ B for B in row] for row in coefs]
+    return SparseRRRPaths.from_sums(sums, alpha).coefficients(rank, sparsities)

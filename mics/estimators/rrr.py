@@ -12,11 +12,7 @@ from sklearn.base import BaseEstimator
 
 from mics.core.heldout import normalized_squared_error, sums_heldout_loss
 from mics.core.rrr import constant_columns, fit_reduced_rank
-from mics.core.sparse_rrr import (
-    sparse_rrr_path_from_sums,
-    sparse_rrr_table,
-    sparse_rrr_table_from_sums,
-)
+from mics.core.sparse_rrr import SparseRRRPaths, sparse_rrr_path_from_sums
 from mics.data.folds import cv_splits
 from mics.data.problem import make_problem
 from mics.data.validation import check_alpha, check_folds, check_rank
@@ -29,6 +25,9 @@ __all__ = ["ReducedRankRegression", "ReducedRankRegressionCV"]
 # first (the one-SEM rule prefers the first): from "none of 50 pure-noise
 # targets" (8 and above, see ReducedRankRegression) down to the dense fit.
 SPARSITY_GRID = (16.0, 12.0, 8.0, 6.0, 4.0, 3.0, 2.0, 1.0, 0.0)
+# Ranks in a row that do not lower the best held-out loss of the joint table
+# before the larger ranks are left unfitted (ReducedRankRegressionCV._choose).
+_RANK_PATIENCE = 2
 
 
 class ReducedRankRegression(CommunicationSubspaceMixin, BaseEstimator):
@@ -130,35 +129,33 @@ class ReducedRankRegression(CommunicationSubspaceMixin, BaseEstimator):
 
 def _sparse_on_arrays(X, Y, rank, sparsities, alpha):
     """Sparse RRR of arrays at several sparsities: coefficients, intercepts, fits."""
-    coefs, icpts, fits = _sparse_table_on_arrays(X, Y, [rank], sparsities, alpha)
-    return coefs[0], icpts[0], fits[0]
+    paths = _paths_on_arrays(X, Y, alpha)
+    fits = paths.path(min(rank, int(paths.keep.sum())), sparsities)
+    coefs = []
+    for fit in fits:
+        B = np.zeros((X.shape[1], Y.shape[1]))
+        B[paths.keep] = fit.coef
+        coefs.append(B)
+    x_mean, y_mean = paths.means
+    return coefs, [y_mean - x_mean @ B for B in coefs], fits
 
 
-def _sparse_table_on_arrays(X, Y, ranks, sparsities, alpha):
-    """:func:`_sparse_on_arrays` at several ranks: each output indexed ``[rank][sparsity]``."""
+def _paths_on_arrays(X, Y, alpha):
+    """:class:`mics.core.sparse_rrr.SparseRRRPaths` of arrays (zero-variance neurons left out)."""
     keep = ~constant_columns(X)
     x_mean, y_mean = X.mean(axis=0), Y.mean(axis=0)
     Xc, Yc = X[:, keep] - x_mean[keep], Y - y_mean
-    # with fewer samples than neurons the fits need no (p, p) scatter
-    table = sparse_rrr_table(
+    return SparseRRRPaths(
+        # with fewer samples than neurons the fits need no (p, p) scatter
         Xc.T @ Xc if Xc.shape[0] >= Xc.shape[1] else None,
         Xc.T @ Yc,
         float(np.sum(Yc * Yc)),
         X.shape[0],
-        [min(r, int(keep.sum())) for r in ranks],
-        sparsities,
         alpha,
         data=(Xc, Yc),
+        keep=keep,
+        means=(x_mean, y_mean),
     )
-    coefs = []
-    for fits in table:
-        row = []
-        for fit in fits:
-            B = np.zeros((X.shape[1], Y.shape[1]))
-            B[keep] = fit.coef
-            row.append(B)
-        coefs.append(row)
-    return coefs, [[y_mean - x_mean @ B for B in row] for row in coefs], table
 
 
 class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
@@ -258,39 +255,37 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
         if problem.in_memory:
             X, Y = problem.X, problem.Y
             if choose:
-                losses = []
-                for train, test in cv_splits(self.cv, X.shape[0], groups=problem.groups):
-                    coefs, icpts, _ = _sparse_table_on_arrays(
-                        X[train], Y[train], ranks, candidates, alpha
-                    )
-                    losses.append(
-                        [
-                            [
-                                normalized_squared_error(Y[test], X[test] @ B + b)
-                                for B, b in zip(row, brow, strict=True)
-                            ]
-                            for row, brow in zip(coefs, icpts, strict=True)
-                        ]
-                    )
-                rank, best = self._record(ranks, candidates, losses)
+                splits = list(cv_splits(self.cv, X.shape[0], groups=problem.groups))
+                folds = [
+                    (_paths_on_arrays(X[train], Y[train], alpha), test) for train, test in splits
+                ]
+
+                def fold_losses(paths, test, rank):
+                    coefs, icpts = paths.coefficients(rank, candidates)
+                    return [
+                        normalized_squared_error(Y[test], X[test] @ B + b)
+                        for B, b in zip(coefs, icpts, strict=True)
+                    ]
+
+                rank, best = self._choose(ranks, candidates, folds, fold_losses)
             else:
                 rank, best = ranks[0], 0
             (B,), (b,), _ = _sparse_on_arrays(X, Y, rank, [candidates[best]], alpha)
         else:
-            total, folds, (x_shift, y_shift) = problem.xy_fold_sums(problem.splits(self.cv))
+            total, fold_sums, (x_shift, y_shift) = problem.xy_fold_sums(problem.splits(self.cv))
             if choose:
-                losses = []
-                for test, excl in folds:
-                    coefs, icpts = sparse_rrr_table_from_sums(
-                        total - excl, ranks, candidates, alpha
-                    )
-                    losses.append(
-                        [
-                            [sums_heldout_loss(test, B, c) for B, c in zip(row, crow, strict=True)]
-                            for row, crow in zip(coefs, icpts, strict=True)
-                        ]
-                    )
-                rank, best = self._record(ranks, candidates, losses)
+                folds = [
+                    (SparseRRRPaths.from_sums(total - excl, alpha), test)
+                    for test, excl in fold_sums
+                ]
+
+                def fold_losses(paths, test, rank):
+                    coefs, icpts = paths.coefficients(rank, candidates)
+                    return [
+                        sums_heldout_loss(test, B, c) for B, c in zip(coefs, icpts, strict=True)
+                    ]
+
+                rank, best = self._choose(ranks, candidates, folds, fold_losses)
             else:
                 rank, best = ranks[0], 0
             (B,), (c,) = sparse_rrr_path_from_sums(total, rank, [candidates[best]], alpha)
@@ -299,6 +294,31 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
         self.rank_ = int(rank)
         self.sparsity_ = float(candidates[best]) if rank > 0 else 0.0
         return B, b
+
+    def _choose(self, ranks, candidates, folds, fold_losses):
+        """The joint table, rank after rank, until the ranks stop helping; its one-SEM cell.
+
+        A rank whose best mean held-out loss (over the candidates) is not
+        below the best of the smaller ranks adds nothing the rule could
+        choose: the rule takes the *smallest* rank within one SEM of the
+        best. After ``_RANK_PATIENCE`` such ranks in a row the larger ones
+        are not fitted (their fits are the slowest: subspace dimensions of
+        noise converge slowly).
+        """
+        table, best_so_far, idle = [], np.inf, 0
+        for rank in ranks:
+            losses = [fold_losses(paths, test, rank) for paths, test in folds]
+            table.append(losses)
+            mean = np.mean(losses, axis=0)
+            if np.nanmin(mean) < best_so_far:
+                best_so_far, idle = float(np.nanmin(mean)), 0
+            else:
+                idle += 1
+                if idle >= _RANK_PATIENCE:
+                    break
+        # (n_folds, n_ranks, n_candidates)
+        fitted = ranks[: len(table)]
+        return self._record(fitted, candidates, np.transpose(table, (1, 0, 2)))
 
     def _record(self, ranks, candidates, losses):
         """Store the joint table in ``cv_results_``; the one-SEM choice ``(rank, index)``.
@@ -314,6 +334,7 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
             np.arange(n_ranks * n_cand), fold_loss.reshape(-1, n_folds), key="cell"
         )
         i_rank, best = divmod(int(flat["best_index"]), n_cand)
+        self.cv_results_["joint_rank"] = np.asarray(ranks)
         self.cv_results_["joint_fold_loss"] = fold_loss
         self.cv_results_["joint_mean_loss"] = flat["mean_loss"].reshape(n_ranks, n_cand)
         self.cv_results_["joint_sem_loss"] = flat["sem_loss"].reshape(n_ranks, n_cand)
