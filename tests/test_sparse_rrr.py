@@ -273,3 +273,28 @@ def test_rank_and_sparsity_chosen_together_where_dense_fits_see_no_rank():
     assert mean[i, j] <= mean[best] + sem[best]
     assert not np.any(mean[:i] <= mean[best] + sem[best])
     assert not np.any(mean[i, :j] <= mean[best] + sem[best])
+
+
+@pytest.mark.slow
+def test_selection_does_not_move_when_the_tolerances_tighten(monkeypatch):
+    # Issue 47: tightening the solver's tolerances 100x changes no selection
+    # and moves the fit by far less than its precision claims.
+    from mics.core import sparse_rrr
+
+    X, Y, _ = _planted(12, n=1000, p=40, q=20, frac=0.2)
+    Xf, Yf = _few_samples(1, 240)
+    fits = {}
+    for scale in (1.0, 0.01):
+        monkeypatch.setattr(sparse_rrr, "_CD_TOL", 1e-10 * scale)
+        monkeypatch.setattr(sparse_rrr, "_PATH_TOL", 1e-8 * scale)
+        fits[scale] = [
+            ReducedRankRegressionCV(ranks=range(4), cv=5, sparsity="cv").fit(X, Y),
+            ReducedRankRegressionCV(ranks=range(4), cv=5, sparsity="cv").fit(Xf, Yf),
+        ]
+    for loose, tight in zip(fits[1.0], fits[0.01], strict=True):
+        assert (loose.rank_, loose.sparsity_) == (tight.rank_, tight.sparsity_)
+        np.testing.assert_array_equal(loose.source_members_, tight.source_members_)
+        np.testing.assert_allclose(
+            loose.cv_results_["joint_mean_loss"], tight.cv_results_["joint_mean_loss"], rtol=1e-6
+        )
+        np.testing.assert_allclose(loose.coef_, tight.coef_, atol=1e-6 * np.abs(tight.coef_).max())
