@@ -11,6 +11,11 @@ fold of a selection and every null shift of the modulation test
 (:meth:`mics.core.stats.RawMoments.centered`). Both are memory-bound
 rearrangements that NumPy does in several passes with temporaries.
 
+A third, :func:`group_lasso_rows`, is the inner loop of sparse
+reduced-rank regression (:mod:`mics.core.sparse_rrr`): cyclic row descent
+on a group lasso, one short row update after another, which no BLAS call
+does; in Python it was the whole cost of a sparse fit.
+
 Everything else is BLAS: the moment pass is one ``syrk`` per chunk of
 Khatri-Rao rows, and both contractions of the interaction scatter are
 single GEMMs in the (a, b, i, j) layout (``MomentOperator``).

@@ -17,15 +17,24 @@ raise the loss, so the penalised loss never increases:
   the thin SVD ``Sxy^T W = P S Q^T``;
 - ``W`` given ``V``: a multi-response group lasso of ``Y V`` on ``X``,
   solved by cyclic block-coordinate descent over the rows (each row's
-  update is the exact group soft-threshold,
-  :func:`mics.core.sparse.group_soft_threshold`) on the neurons in the
-  model until they settle; then the optimality condition of every neuron
-  left out is checked at once, and those that violate it enter.
+  update is the exact group soft-threshold) in a compiled kernel
+  (:func:`mics.core.kernels.group_lasso_rows`), on a working set of
+  neurons until they settle; then the optimality condition of every neuron
+  left out is checked at once, and those that violate it enter
+  (:func:`_group_lasso_rows`).
 
 Everything is computed from the centred moments ``Sxx``, ``Sxy`` and
 ``tr(Syy)``: folds, sessions and chunked or Dask inputs (whose moments
 are summed) all get the same fit, and its cost does not grow with the
-number of samples.
+number of samples. With fewer samples than source neurons and the data
+at hand (:class:`SparseRRRPaths`), the same fit is computed from the data
+instead: the (p, p) scatter is never formed, a block of the working set
+costs ``n m^2`` and the dense start is solved in the samples' space.
+
+**Paths.** Fits at several sparsities (cross-validation) all start from
+the dense solution, and so all take the same first step: their first W
+block is one convex problem whose weight alone changes, solved once along
+a path of weights with warm starts (:func:`_first_blocks`).
 
 **Units.** ``alpha`` is absolute, in the units of the scatter ``X^T X``
 (as :func:`mics.core.fit_reduced_rank`'s). ``sparsity`` is relative, in the
