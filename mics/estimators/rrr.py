@@ -165,6 +165,20 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
     standard error of the best (Semedo's ``ModelSelect``). Folds are
     contiguous blocks of time.
 
+    With a sparsity the rank and the sparsity are chosen together, on the
+    sparse fits: every candidate rank gets the sparsity candidates on the
+    same folds, and the one-SEM rule runs over the table of (rank,
+    sparsity) cells ordered from the simplest model, the smallest rank
+    first and within a rank the sparsest candidate first: the choice is the
+    first cell whose mean loss is within one SEM (of the best cell's fold
+    losses) of the best. The dense fits cannot see the rank where there are
+    about as many source neurons as samples: every dense rank then predicts
+    worse than the mean and the dense choice is rank 0, an empty model,
+    while sparse fits of rank 1 or more predict (issue 47). Ranks are fitted
+    in increasing order and stop after two in a row that do not lower the
+    best mean loss of the table: the rule, which takes the smallest rank
+    within one SEM, could not choose them.
+
     Parameters
     ----------
     ranks : iterable of int, default=(0, 1, ..., 10)
@@ -176,24 +190,29 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
         Ridge penalty (see :class:`ReducedRankRegression`).
     sparsity : float, "cv" or sequence of float, default=0.0
         Group lasso on the source neurons (see
-        :class:`ReducedRankRegression`), applied after the rank is chosen
-        (by the dense fits, as without it). A number fixes it; "cv" chooses
-        it among ``SPARSITY_GRID`` (16 down to 0), a sequence among its
-        values, on the same folds, by the one-SEM rule towards the sparser
-        fit. 0 (default) is the dense fit, unchanged.
+        :class:`ReducedRankRegression`). A number fixes it (the rank is then
+        chosen on the sparse fits at that number); "cv" chooses it among
+        ``SPARSITY_GRID`` (16 down to 0), a sequence among its values,
+        together with the rank (see above). 0 (default) is the dense fit,
+        unchanged.
 
     Attributes
     ----------
     rank_ : int
-        Selected rank.
+        Selected rank (with a sparsity: the joint choice).
     cv_results_ : dict
         ``rank``, ``fold_loss`` (n_ranks, n_folds), ``mean_loss``,
-        ``sem_loss``, ``mean_score`` (1 - mean NSE), ``best_index``. With
-        a sparsity chosen by CV (at ``rank_ > 0``) also ``sparsity``
-        (candidates, sparsest first) with ``sparsity_fold_loss``
-        (n_candidates, n_folds), ``sparsity_mean_loss``,
-        ``sparsity_sem_loss``, ``sparsity_mean_score`` and
-        ``sparsity_best_index``.
+        ``sem_loss``, ``mean_score`` (1 - mean NSE), ``best_index``: the
+        dense fits' table and choice. With a sparsity and more than one
+        candidate cell also ``joint_rank`` (the ranks fitted),
+        ``joint_fold_loss`` (n_ranks, n_candidates, n_folds),
+        ``joint_mean_loss``, ``joint_sem_loss`` and ``joint_best_index``
+        (rank index, candidate index); with a sparsity chosen by CV also
+        the path at ``rank_``: ``sparsity`` (candidates, sparsest first),
+        ``sparsity_fold_loss`` (n_candidates, n_folds),
+        ``sparsity_mean_loss``, ``sparsity_sem_loss``,
+        ``sparsity_mean_score`` and ``sparsity_best_index`` (the joint
+        choice's candidate).
     sparsity_ : float
         The sparsity of the final fit (as given, or chosen by CV; 0 when
         ``rank_`` is 0).
