@@ -64,6 +64,88 @@ def test_centre_interaction_matches_the_dense_change_of_basis(rng, p, m):
     )
 
 
+def _group_lasso_rows_twin(A, G, half, W, AW, tol, max_sweeps, accelerate):
+    """NumPy twin of the kernel: the same sweeps in the same order, the same extrapolation."""
+    depth = _kernels._ANDERSON_DEPTH
+    hist = []
+    for sweep in range(1, max_sweeps + 1):
+        change = size = 0.0
+        for u in range(W.shape[1]):
+            h = G[:, u] - AW[:, u] + A[u, u] * W[:, u]
+            if A[u, u] <= 0 or h @ h <= half * half:
+                if not W[:, u].any():
+                    continue
+                new = np.zeros_like(h)
+            else:
+                new = h * ((1 - half / np.sqrt(h @ h)) / A[u, u])
+                size = max(size, np.abs(new).max())
+            delta = new - W[:, u]
+            W[:, u] = new
+            change = max(change, np.abs(delta).max())
+            AW += np.outer(delta, A[u])
+        if change <= tol * max(size, np.finfo(float).tiny):
+            return sweep, True
+        if accelerate:
+            hist = (hist + [W.copy()])[-(depth + 1) :]
+            if len(hist) == depth + 1 and (sweep - 1) % depth == 0:
+                U = np.array([(b - a).ravel() for a, b in zip(hist[:-1], hist[1:], strict=True)])
+                C = U @ U.T.copy()  # (a general product, as the kernel's; U @ U.T is syrk)
+                C[np.diag_indices(depth)] += _kernels._ANDERSON_RIDGE * np.trace(C)
+                z = np.linalg.solve(C, np.ones(depth))
+                ext = sum((zt / z.sum()) * it for zt, it in zip(z, hist[1:], strict=True))
+                A_ext = ext @ A
+
+                def f(V, AV):
+                    # summed in the kernel's order: the test is a near tie at the end
+                    total = 0.0
+                    for u in range(V.shape[1]):
+                        for k in range(V.shape[0]):
+                            total += V[k, u] * (AV[k, u] - 2.0 * G[k, u])
+                        total += 2.0 * half * np.sqrt(sum(V[k, u] ** 2 for k in range(V.shape[0])))
+                    return total
+
+                if f(ext, A_ext) < f(W, AW):
+                    W[...], AW[...] = ext, A_ext
+    return max_sweeps, False
+
+
+@pytest.mark.parametrize("accelerate", [False, True])
+@pytest.mark.parametrize("m,r,n", [(30, 2, 20), (12, 1, 40), (25, 3, 60)])
+def test_group_lasso_rows_match_numpy(rng, m, r, n, accelerate):
+    # A correlated, rank-deficient (n < m) Gram plus a ridge, one row without
+    # variance: the kernel's sweeps, extrapolations and stopping sweep are
+    # the twin's, and the result is the minimiser (the KKT conditions).
+    X = rng.standard_normal((n, m)) @ (np.eye(m) + 0.3 * rng.standard_normal((m, m)))
+    X[:, 4] = 0.0
+    A = X.T @ X + 0.5 * np.eye(m) * (n < m)
+    A[4, 4] = 0.0
+    A = np.ascontiguousarray((A + A.T) / 2)
+    G = (rng.standard_normal((m, r)) * 3 + X.T @ rng.standard_normal((n, r))).T.copy()
+    G[:, 4] = 0.0  # (a neuron without variance correlates with nothing)
+    half = float(np.quantile(np.linalg.norm(G, axis=0), 0.4))
+    W0 = rng.standard_normal((r, m)) * 0.1
+    W0[:, 4] = 0.0
+    out = {}
+    for name, solve in (("kernel", _kernels.group_lasso_rows), ("twin", _group_lasso_rows_twin)):
+        W = W0.copy()
+        AW = np.ascontiguousarray(W @ A)
+        sweeps, converged = solve(A, G, half, W, AW, 1e-12, 3000, accelerate)
+        out[name] = W, AW, sweeps, converged
+    (W, AW, sweeps, converged), (Wt, _, sweeps_t, converged_t) = out["kernel"], out["twin"]
+    # (the same sweeps up to rounding, which may move the stopping sweep by one)
+    assert converged and converged_t and abs(sweeps - sweeps_t) <= 1
+    scale = np.abs(Wt).max()
+    np.testing.assert_allclose(W, Wt, rtol=0, atol=1e-9 * scale)
+    np.testing.assert_allclose(AW, W @ A, rtol=0, atol=1e-9 * np.abs(AW).max())
+    # optimality: zero rows within the threshold, others on the group's stationarity
+    grad = G - AW  # of -(1/2) the smooth part
+    on = np.any(W != 0, axis=0)
+    assert 0 < on.sum() < m - 1 and not on[4]
+    assert np.all(np.linalg.norm(grad[:, ~on], axis=0) <= half * (1 + 1e-8))
+    norms = np.linalg.norm(W[:, on], axis=0)
+    np.testing.assert_allclose(grad[:, on], half * W[:, on] / norms, atol=1e-7 * half)
+
+
 def test_import_works_from_a_read_only_install(tmp_path):
     # A read-only package directory and no writable home: numba has no cache
     # locator; importing the kernels must still work (falling back to no cache).

@@ -10,6 +10,7 @@ from mics.core import (
     fit_reduced_rank,
     fit_sparse_rrr,
     linear_moments,
+    one_sem_rule,
     reduced_rank_path,
     sparse_rrr_penalty,
 )
@@ -222,3 +223,78 @@ def test_sparsity_chosen_by_cv_finds_the_members_and_paths_agree():
 )
 def test_check_estimator_sparse(estimator):
     check_estimator(estimator)
+
+
+def _few_samples(seed, n, p=200, q=12, n_members=10, gain=0.8):
+    """Genes-like sources (shared programs) with about as many neurons as samples, rank 2."""
+    rng = np.random.default_rng(seed)
+    mixing = rng.standard_normal((8, p)) * 0.4
+    W = np.zeros((p, 2))
+    W[rng.choice(p, n_members, replace=False)] = rng.standard_normal((n_members, 2))
+    M = rng.standard_normal((2, q))
+    X = rng.standard_normal((n, 8)) @ mixing + rng.standard_normal((n, p))
+    S = X @ W
+    return X, gain * (S / S.std(axis=0)) @ M + rng.standard_normal((n, q))
+
+
+def test_rank_and_sparsity_chosen_together_where_dense_fits_see_no_rank():
+    # 240 samples of 200 neurons: every dense fit predicts worse than the
+    # mean, so the dense rank choice is 0 (the empty model the issue found at
+    # the reference's demo scale). Chosen together with the sparsity, the
+    # rank is one the sparse fits can use, and the held-out R^2 on fresh
+    # samples is within 0.01 of the best fixed rank's.
+    X, Y = _few_samples(0, 1740)
+    train, test = slice(0, 240), slice(240, None)
+
+    def r2(est):
+        resid = Y[test] - est.predict(X[test])
+        return 1 - np.sum(resid**2) / np.sum((Y[test] - Y[test].mean(axis=0)) ** 2)
+
+    est = ReducedRankRegressionCV(cv=5, sparsity="cv").fit(X[train], Y[train])
+    res = est.cv_results_
+    assert res["rank"][res["best_index"]] == 0  # what the dense fits see
+    assert est.rank_ >= 1 and est.source_members_.size > 0
+    # each rank at the sparsity its own cross-validation would choose (the
+    # same folds: the row of the joint table)
+    fixed = []
+    for i, rank in enumerate(res["joint_rank"]):
+        if rank > 0:
+            j = one_sem_rule(res["joint_mean_loss"][i], res["joint_sem_loss"][i])
+            fit = ReducedRankRegression(rank=int(rank), sparsity=res["sparsity"][j])
+            fixed.append(r2(fit.fit(X[train], Y[train])))
+    assert len(fixed) >= 2 and max(fixed) > 0.1
+    assert r2(est) >= max(fixed) - 0.01, (est.rank_, r2(est), fixed)
+    # the joint table and its one-SEM cell: the smallest rank, then the
+    # sparsest candidate, within one SEM of the best cell
+    mean, sem = res["joint_mean_loss"], res["joint_sem_loss"]
+    i, j = res["joint_best_index"]
+    best = np.unravel_index(np.argmin(mean), mean.shape)
+    assert res["joint_rank"][i] == est.rank_ and res["sparsity"][j] == est.sparsity_
+    assert mean[i, j] <= mean[best] + sem[best]
+    assert not np.any(mean[:i] <= mean[best] + sem[best])
+    assert not np.any(mean[i, :j] <= mean[best] + sem[best])
+
+
+@pytest.mark.slow
+def test_selection_does_not_move_when_the_tolerances_tighten(monkeypatch):
+    # Issue 47: tightening the solver's tolerances 100x changes no selection
+    # and moves the fit by far less than its precision claims.
+    from mics.core import sparse_rrr
+
+    X, Y, _ = _planted(12, n=1000, p=40, q=20, frac=0.2)
+    Xf, Yf = _few_samples(1, 240)
+    fits = {}
+    for scale in (1.0, 0.01):
+        monkeypatch.setattr(sparse_rrr, "_CD_TOL", 1e-10 * scale)
+        monkeypatch.setattr(sparse_rrr, "_PATH_TOL", 1e-8 * scale)
+        fits[scale] = [
+            ReducedRankRegressionCV(ranks=range(4), cv=5, sparsity="cv").fit(X, Y),
+            ReducedRankRegressionCV(ranks=range(4), cv=5, sparsity="cv").fit(Xf, Yf),
+        ]
+    for loose, tight in zip(fits[1.0], fits[0.01], strict=True):
+        assert (loose.rank_, loose.sparsity_) == (tight.rank_, tight.sparsity_)
+        np.testing.assert_array_equal(loose.source_members_, tight.source_members_)
+        np.testing.assert_allclose(
+            loose.cv_results_["joint_mean_loss"], tight.cv_results_["joint_mean_loss"], rtol=1e-6
+        )
+        np.testing.assert_allclose(loose.coef_, tight.coef_, atol=1e-6 * np.abs(tight.coef_).max())

@@ -11,6 +11,11 @@ fold of a selection and every null shift of the modulation test
 (:meth:`mics.core.stats.RawMoments.centered`). Both are memory-bound
 rearrangements that NumPy does in several passes with temporaries.
 
+A third, :func:`group_lasso_rows`, is the inner loop of sparse
+reduced-rank regression (:mod:`mics.core.sparse_rrr`): cyclic row descent
+on a group lasso, one short row update after another, which no BLAS call
+does; in Python it was the whole cost of a sparse fit.
+
 Everything else is BLAS: the moment pass is one ``syrk`` per chunk of
 Khatri-Rao rows, and both contractions of the interaction scatter are
 single GEMMs in the (a, b, i, j) layout (``MomentOperator``).
@@ -136,3 +141,151 @@ def centre_interaction(G, dx, dz, phi_sum, n, out):
                         + dxj * dzb * r00
                         - ps * phi_sum[j - 1, b - 1]
                     )
+
+
+# Sweeps between two Anderson extrapolations of the row descent, and the
+# relative ridge on their small least-squares system (the differences of
+# late iterates are nearly collinear).
+_ANDERSON_DEPTH = 5
+_ANDERSON_RIDGE = 1e-12
+_TINY = 2.2250738585072014e-308
+
+
+@_jit
+def group_lasso_rows(A, G, half, W, AW, tol, max_sweeps, accelerate):
+    """Cyclic row descent for ``min tr(W A W^T) - 2 tr(W G^T) + 2 half sum_u ||W[:, u]||``.
+
+    The inner loop of the W block of sparse reduced-rank regression
+    (:mod:`mics.core.sparse_rrr`), on the block of its working set of rows
+    (the working set, the strong rules and the optimality check of the rows
+    outside are the caller's). Rows of the problem are the *columns* here:
+    ``W``, ``G`` and ``A W`` come transposed, as (r, m) arrays, so that the
+    update of ``A W`` after a row changes runs along contiguous memory (a
+    covariance update: a row costs ``m r``, whatever the number of neurons
+    outside the working set).
+
+    Each row update is that row's exact minimiser given the others, the
+    group soft-threshold of ``h = G[:, u] - (W A)[:, u] + A[u, u] W[:, u]``,
+    so no update raises the objective. With ``accelerate``, every
+    ``_ANDERSON_DEPTH`` sweeps the iterates are extrapolated (Anderson
+    acceleration of coordinate descent, Bertrand & Massias 2021) and the
+    extrapolation is kept only where it lowers the objective. Rows with
+    ``A[u, u] <= 0`` (no variance and no ridge) stay zero.
+
+    Parameters
+    ----------
+    A : ndarray of shape (m, m)
+        The working set's block of ``Sxx + alpha I``: symmetric positive
+        semi-definite, C-contiguous.
+    G : ndarray of shape (r, m)
+    half : float
+        Half the group-lasso weight (``lam / 2``).
+    W : ndarray of shape (r, m)
+        Start; receives the solution.
+    AW : ndarray of shape (r, m)
+        ``W @ A`` at the start; kept up to date.
+    tol : float
+        Stop after a sweep that moves no entry by more than ``tol`` times
+        the largest entry of the rows it leaves non-zero.
+    max_sweeps : int
+    accelerate : bool
+
+    Returns
+    -------
+    sweeps : int
+    converged : bool
+        Whether a sweep met ``tol`` (within ``max_sweeps``).
+    """
+    r, m = W.shape
+    depth = _ANDERSON_DEPTH
+    delta = np.empty(r)
+    h = np.empty(r)
+    hist = np.empty((depth + 1, r, m))
+    n_hist = 0
+    sweeps = 0
+    while sweeps < max_sweeps:
+        change = 0.0
+        size = 0.0
+        for u in range(m):
+            d = A[u, u]
+            hh = 0.0
+            nonzero = False
+            for k in range(r):
+                h[k] = G[k, u] - AW[k, u] + d * W[k, u]
+                hh += h[k] * h[k]
+                nonzero = nonzero or W[k, u] != 0.0
+            if d <= 0.0 or hh <= half * half:
+                if not nonzero:
+                    continue
+                for k in range(r):
+                    delta[k] = -W[k, u]
+                    W[k, u] = 0.0
+            else:
+                s = (1.0 - half / np.sqrt(hh)) / d
+                for k in range(r):
+                    new = h[k] * s
+                    delta[k] = new - W[k, u]
+                    W[k, u] = new
+                    size = max(size, abs(new))
+            for k in range(r):
+                dk = delta[k]
+                change = max(change, abs(dk))
+                if dk != 0.0:
+                    row = AW[k]
+                    for v in range(m):
+                        row[v] += A[u, v] * dk
+        sweeps += 1
+        if change <= tol * max(size, _TINY):
+            return sweeps, True
+        if accelerate:
+            hist[n_hist % (depth + 1)] = W
+            n_hist += 1
+            if n_hist >= depth + 1 and (n_hist - 1) % depth == 0:
+                _anderson_step(A, G, half, W, AW, hist, n_hist, depth)
+    return sweeps, False
+
+
+@_jit
+def _anderson_step(A, G, half, W, AW, hist, n_hist, depth):
+    """Replace ``W`` by the Anderson extrapolation of the iterates in ``hist`` if it is lower.
+
+    Arrays as :func:`group_lasso_rows` takes them; ``hist`` is a ring
+    of the last ``depth + 1`` iterates, the newest at ``(n_hist - 1) %
+    (depth + 1)``. ``AW`` is updated with ``W``.
+    """
+    r, m = W.shape
+    order = np.empty(depth + 1, dtype=np.int64)
+    for t in range(depth + 1):
+        order[t] = (n_hist - depth - 1 + t) % (depth + 1)
+    U = np.empty((depth, m * r))
+    for t in range(depth):
+        U[t] = (hist[order[t + 1]] - hist[order[t]]).ravel()
+    C = U @ U.T
+    trace = np.trace(C)
+    if not trace > 0.0:
+        return
+    for t in range(depth):
+        C[t, t] += _ANDERSON_RIDGE * trace
+    z = np.linalg.solve(C, np.ones(depth))
+    total = z.sum()
+    if total == 0.0 or not np.isfinite(total):
+        return
+    ext = np.zeros((r, m))
+    for t in range(depth):
+        ext += (z[t] / total) * hist[order[t + 1]]
+    A_ext = ext @ A  # (A is symmetric)
+    f_now = 0.0
+    f_ext = 0.0
+    for u in range(m):
+        n_now = 0.0
+        n_ext = 0.0
+        for k in range(r):
+            f_now += W[k, u] * (AW[k, u] - 2.0 * G[k, u])
+            f_ext += ext[k, u] * (A_ext[k, u] - 2.0 * G[k, u])
+            n_now += W[k, u] * W[k, u]
+            n_ext += ext[k, u] * ext[k, u]
+        f_now += 2.0 * half * np.sqrt(n_now)
+        f_ext += 2.0 * half * np.sqrt(n_ext)
+    if f_ext < f_now:
+        W[...] = ext
+        AW[...] = A_ext
