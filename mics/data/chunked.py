@@ -690,3 +690,51 @@ def xy_fold_moments(X, Y, splits):
     total, tests, excluded = _compute(total, tests, excluded)
     folds = [(t, t if e is None else e) for t, e in zip(tests, excluded, strict=True)]
     return total, folds, shifts
+
+
+# ----------------------------------------------------------------------------- row blocks
+def map_row_blocks(func, *arrays, min_rows=1):
+    """``func(offset, *blocks)`` for every row block of aligned Dask arrays, in one pass.
+
+    Parameters
+    ----------
+    func : callable
+        Called with the block's first row and the block of each array (None
+        for an array that is None); must return something small.
+    *arrays : Dask arrays of shape (n_samples, k) or None
+        Aligned on their row blocks (as :func:`lazy_inputs` returns them).
+    min_rows : int
+        Blocks smaller than this are merged with their neighbours first
+        (lazily), so a statistic of a block sees enough rows.
+
+    Returns
+    -------
+    list
+        ``func``'s results in row order.
+    """
+    import dask
+
+    present = [a for a in arrays if a is not None]
+    rows_ = present[0].chunks[0]
+    if len(rows_) > 1 and min(rows_) < min_rows:
+        merged, run = [], 0
+        for size in rows_:
+            run += size
+            if run >= min_rows:
+                merged.append(run)
+                run = 0
+        if run:
+            if merged:
+                merged[-1] += run
+            else:
+                merged.append(run)
+        rows_ = tuple(merged)
+    arrays = [
+        None if a is None else (a if a.chunks[0] == rows_ else a.rechunk({0: rows_}))
+        for a in arrays
+    ]
+    offsets = np.r_[0, np.cumsum(rows_)[:-1]].astype(int)
+    blocks = [[None] * len(rows_) if a is None else list(_blocks(a)) for a in arrays]
+    task = dask.delayed(func, pure=True)
+    tasks = [task(int(o), *(b[i] for b in blocks)) for i, o in enumerate(offsets)]
+    return list(_compute(*tasks))
