@@ -202,6 +202,7 @@ def test_valid_heavy_tails_stay_quiet():
         assert not detect(counts, None, None)
 
 
+@pytest.mark.shared_data
 def test_real_recordings_are_clean(data_dir, monkeypatch):
     monkeypatch.setenv("MICS_DATA_DIR", str(data_dir))
     from mics import datasets
@@ -495,3 +496,55 @@ def test_inject_artifacts_changes_exactly_the_named_entries():
             )
         sizes = (after - before)[changed[:, 0], changed[:, 1]] / before.std(axis=0)[changed[:, 1]]
         np.testing.assert_allclose(np.abs(sizes), 25.0)
+
+
+# ----------------------------------------------------------------------------- validation
+@pytest.mark.slow
+def test_planted_defects_are_named_or_harmless_and_cleaning_restores_the_selection():
+    """A small run of ``studies/validation/artifacts.py`` part (i): 6 data sets x 5 defects."""
+    from mics.simulation.artifacts import DEFECTS
+
+    kinds = [{}, {"modulator_kind": "locomotion", "source_autocorr": 0.5}, {"calcium": {}}]
+    rng = np.random.RandomState(50)
+    ok = cleaned = total = 0
+    for seed in range(6):
+        X, Y, Z = _sim(500 + seed, **kinds[seed % 3])
+        reference = mics.MICs(random_state=seed, verbose=0).fit(X, Y, Z)
+        for defect in DEFECTS:
+            count = int(rng.randint(1, 11))
+            size = float(np.exp(rng.uniform(np.log(20), np.log(1000))))
+            Xd, Yd, Zd, truth = inject_artifacts(
+                X, Y, Z, defect, count=count, size=size, random_state=rng
+            )
+            with warnings.catch_warnings(record=True) as record:
+                warnings.simplefilter("always")
+                model = mics.MICs(random_state=seed, verbose=0).fit(Xd, Yd, Zd)
+            report = find_artifacts(Xd, Yd, Zd)
+            same = (model.rank_, model.n_channels_) == (reference.rank_, reference.n_channels_)
+            named = _quality_warnings(record) and np.isin(truth.samples, report.samples).all()
+            ok += bool(same or named)
+            fixed = mics.MICs(random_state=seed, verbose=0).fit(
+                *interpolate_artifacts(Xd, Yd, Zd, report=report)
+            )
+            cleaned += (fixed.rank_, fixed.n_channels_) == (reference.rank_, reference.n_channels_)
+            total += 1
+    assert ok == total
+    assert cleaned >= 0.95 * total
+
+
+@pytest.mark.slow
+def test_no_false_alarm_on_valid_heavy_tails_over_many_data_sets():
+    found = 0
+    for seed in range(150):
+        X, Y, _ = _sim(1000 + seed)
+        n = X.shape[0]
+        Z = np.column_stack(
+            [
+                running_speed(n, random_state=seed),
+                calcium_events(n, 2, rate=0.02, tau_samples=6, random_state=seed)[:, 0],
+                _sim(2000 + seed, modulator_kind="locomotion")[2],
+            ]
+        )
+        found += bool(detect(X, Y, Z))
+        found += bool(detect(*_sim(3000 + seed, calcium={}, source_autocorr=0.5)))
+    assert found == 0

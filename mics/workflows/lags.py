@@ -45,6 +45,8 @@ def _modulation_gain(estimator, X, Y, Z, groups):
     fold = np.asarray(res["n_channels_fold_loss"])  # (n_K, n_folds)
     best = 1 + int(np.argmin(res["n_channels_mean_loss"][1:]))
     diff = fold[0] - fold[best]
+    # the folds the selection's mean used (an outlier fold left out)
+    diff = diff[~np.asarray(res.get("n_channels_fold_outlier", np.zeros(diff.size, bool)))]
     sem = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else 0.0
     return best_gain(res), float(sem), int(outcome.n_channels)
 
