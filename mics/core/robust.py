@@ -24,6 +24,11 @@ Each column of a block of samples is scored twice:
 No statistic reaches across a segment boundary (a trial's edge): trials
 need not be contiguous in time. At a segment's edge the one side there is
 stands for both.
+
+:func:`artifact_scores` runs as one numba kernel
+(:func:`mics.core.kernels.artifact_scores`); the functions beside it are
+the definitions in NumPy, from which ``tests/test_kernels.py`` builds the
+kernel's twin.
 """
 
 from __future__ import annotations
@@ -53,8 +58,8 @@ _MEAN_AD_TO_SD = float(np.sqrt(np.pi / 2))
 _SIDE = 3
 #: Samples in a row that make a level "held" rather than a glitch's.
 _HELD = 3
-#: Values scored at a time (columns of one block of rows).
-_CHUNK_VALUES = 2**18
+#: The k-th largest deviation is a level scale: k = max(_N_TOP, _TOP_FRACTION * n).
+_N_TOP, _TOP_FRACTION = 30, 0.01
 
 
 class _quiet_nan(warnings.catch_warnings):
@@ -260,7 +265,7 @@ def local_steps(a, starts):
     return np.nan_to_num(np.fmin(before, after), nan=0.0)
 
 
-def top_levels(deviations, n_top=30, top_fraction=0.01):
+def top_levels(deviations, n_top=_N_TOP, top_fraction=_TOP_FRACTION):
     """The ``k``-th largest deviation of each column, or the median non-zero one where larger.
 
     ``k = max(n_top, top_fraction * n_samples)``: a handful of glitches
@@ -321,6 +326,10 @@ def sustained_levels(deviations, starts, width=_HELD):
 def artifact_scores(a, starts):
     """Shape and level scores of every sample (see the module docstring).
 
+    Computed by one numba kernel (:func:`mics.core.kernels.artifact_scores`);
+    its NumPy twin, built from the functions above, is in
+    ``tests/test_kernels.py``.
+
     Parameters
     ----------
     a : ndarray of shape (n_samples, n_columns)
@@ -339,29 +348,13 @@ def artifact_scores(a, starts):
         of the median; 0 where the sample lies on the other side of the
         median from its spike.
     """
-    a = np.asarray(a, dtype=float)
-    shape, level = np.empty(a.shape), np.empty(a.shape)
-    # every score is a column's own: a few columns at a time keep the
-    # temporaries in cache (a tenth of the time of whole blocks of 10^6 values)
-    width = max(1, _CHUNK_VALUES // max(a.shape[0], 1))
-    for lo in range(0, a.shape[1], width):
-        cols = slice(lo, lo + width)
-        shape[:, cols], level[:, cols] = _column_scores(a[:, cols], starts)
-    return shape, level
+    from mics.core.kernels import artifact_scores as kernel
 
-
-def _column_scores(a, starts):
-    """:func:`artifact_scores` of a few columns."""
-    spikes = spike_sizes(a, starts)
-    scale = np.maximum(local_steps(a, starts), robust_scale(step_sizes(a, starts)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shape = np.where(scale > 0, np.abs(spikes) / scale, np.where(spikes != 0, np.inf, 0.0))
-    dev = a - np.median(a, axis=0) if a.shape[0] else a
-    top = top_levels(np.abs(dev))
-    up = np.maximum(sustained_levels(dev, starts), top)
-    down = np.maximum(sustained_levels(-dev, starts), top)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        level = np.where(dev > 0, dev / up, -dev / down)
-    level = np.where(np.sign(dev) * np.sign(spikes) > 0, level, 0.0)
-    level = np.nan_to_num(level, nan=0.0, posinf=np.inf)
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    n = a.shape[0]
+    shape, level = np.zeros(a.shape), np.zeros(a.shape)
+    if n == 0 or a.shape[1] == 0:
+        return shape, level
+    k = int(min(n, max(_N_TOP, np.ceil(_TOP_FRACTION * n))))
+    kernel(a, _segment_index(starts, n), k, _HELD, shape, level)
     return shape, level
