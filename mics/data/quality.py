@@ -40,7 +40,6 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
@@ -657,9 +656,3 @@ def check_inputs(X, Y, Z, *, groups=None, labels=None, trial_labels=None, qualit
     )
     warn_artifacts(report, action)
     return report
-
-
-def describe_settings() -> dict[str, Any]:
-    """The current action and thresholds (for reports and debugging)."""
-    settings = _settings()
-    return {"action": settings.action, "thresholds": settings.thresholds}
