@@ -259,6 +259,8 @@ def test_quality_checks_switch_off_raise_and_tune():
         with quality_checks(frame=None, sample=None):  # the frame's neurons: not single samples
             make_problem(Xd, Yd, Zd)
         make_problem(Xd, Yd, Zd, quality="ignore")
+        with quality_checks(False), quality_checks(modulator=12.0):  # still off inside
+            make_problem(Xd, Yd, Zd)
     assert not _quality_warnings(record)
     with quality_checks("raise"), pytest.raises(ValueError, match="artifact frame"):
         make_problem(Xd, Yd, Zd)

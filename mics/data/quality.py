@@ -313,7 +313,7 @@ _ACTIONS = ("warn", "raise", "ignore")
 def _action(value):
     if value is True:
         return "warn"
-    if value is False or value is None:
+    if value is False:
         return "ignore"
     if value not in _ACTIONS:
         raise ValueError(f"quality action must be one of {_ACTIONS} or a bool, got {value!r}.")
@@ -321,15 +321,16 @@ def _action(value):
 
 
 @contextlib.contextmanager
-def quality_checks(action="warn", thresholds=None, **changes):
+def quality_checks(action=None, thresholds=None, **changes):
     """Switch the data-quality checks of every call inside the block, or change their thresholds.
 
     Parameters
     ----------
-    action : {"warn", "raise", "ignore"} or bool
-        What a finding does: a :class:`DataQualityWarning` (default), a
-        ValueError, or nothing (the checks do not run; ``False`` is
-        ``"ignore"``).
+    action : {"warn", "raise", "ignore"}, bool or None
+        What a finding does: a :class:`DataQualityWarning` (the default
+        outside any block), a ValueError, or nothing (the checks do not
+        run; ``False`` is ``"ignore"``, ``True`` ``"warn"``). None keeps the
+        action in force.
     thresholds : QualityThresholds, optional
         Default: the current ones.
     **changes
@@ -348,7 +349,8 @@ def quality_checks(action="warn", thresholds=None, **changes):
     base = current.thresholds if thresholds is None else thresholds
     if not isinstance(base, QualityThresholds):
         raise TypeError(f"thresholds must be QualityThresholds, got {type(base).__name__}.")
-    token = _SETTINGS.set(_Settings(_action(action), replace(base, **changes)))
+    action = current.action if action is None else _action(action)
+    token = _SETTINGS.set(_Settings(action, replace(base, **changes)))
     try:
         yield
     finally:
