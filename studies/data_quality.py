@@ -111,7 +111,8 @@ def survey(data):
                 continue
             counts = _columns(report, role)
             row[f"{role} columns"] = a.shape[1]
-            row[f"{role} frames"] = counts["frames"]
+            if role != "Z":  # a modulator has no frames, only its columns' glitches
+                row[f"{role} frames"] = counts["frames"]
             row[f"{role} single"] = counts["samples"]
             row[f"{role} largest score/threshold"] = round(float(report.scores[role].max()), 3)
         rows.append(row)
