@@ -436,11 +436,6 @@ def _row_blocks(n, widest, starts):
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
-def _local_starts(starts, lo, hi):
-    inside = starts[(starts > lo) & (starts < hi)] - lo
-    return np.r_[0, inside].astype(np.intp)
-
-
 def _merge(n, parts):
     """Join ``(offset, findings)`` of row blocks into report fields."""
     frames, cells, scores = {}, {}, {}
@@ -455,27 +450,14 @@ def _merge(n, parts):
     return frames, cells, scores
 
 
-def _chunked_findings(arrays, groups, thresholds):
-    """Flags of Dask arrays: every row block scored where it lives, in one pass."""
-    from mics.data.chunked import map_row_blocks
-
-    def task(offset, *blocks):
-        n_rows = next(b.shape[0] for b in blocks if b is not None)
-        g = None if groups is None else groups[offset : offset + n_rows]
-        starts = segment_starts(g, n_rows)
-        return offset, _block_findings(dict(zip(ROLES, blocks, strict=True)), starts, thresholds)
-
-    return map_row_blocks(task, *arrays, min_rows=_MIN_BLOCK_ROWS)
-
-
 def detect(X, Y, Z, *, groups=None, trial_labels=None, columns=None, thresholds=None):
-    """Run the detectors on unwrapped inputs (NumPy or aligned Dask arrays).
+    """Run the detectors on unwrapped inputs (NumPy, or Dask arrays scored where they live).
 
     Parameters
     ----------
     X : array of shape (n_samples, p) or None
     Y : array of shape (n_samples, q) or None
-    Z : array of shape (n_samples, m) or None
+    Z : array of shape (n_samples, m) or (n_samples,) or None
     groups : ndarray of shape (n_samples,), optional
         Trial codes: no score reaches across a trial's edge.
     trial_labels : ndarray of shape (n_samples,), optional
@@ -487,24 +469,29 @@ def detect(X, Y, Z, *, groups=None, trial_labels=None, columns=None, thresholds=
     Returns
     -------
     QualityReport
+
+    Notes
+    -----
+    The scales are those of each row block: in-memory populations are cut
+    into blocks of about two million values (at trial starts), Dask arrays
+    keep their row blocks (merged up to 2000 rows), so the check of chunked
+    data is one pass over them.
     """
-    from mics.data.chunked import any_chunked
+    from mics.data.chunked import map_row_blocks
 
     thresholds = QualityThresholds() if thresholds is None else thresholds
-    arrays = [a if a is None or any_chunked(a) else _two_d(a) for a in (X, Y, Z)]
-    n = next(a.shape[0] for a in arrays if a is not None)
-    if any_chunked(*arrays):
-        parts = _chunked_findings(arrays, groups, thresholds)
-    else:
-        starts = segment_starts(groups, n)
-        widest = max(a.shape[1] for a in arrays if a is not None)
-        parts = []
-        for lo, hi in _row_blocks(n, widest, starts):
-            blocks = {
-                r: None if a is None else a[lo:hi] for r, a in zip(ROLES, arrays, strict=True)
-            }
-            local = _local_starts(starts, lo, hi)
-            parts.append((lo, _block_findings(blocks, local, thresholds)))
+    present = [a for a in (X, Y, Z) if a is not None]
+    n = present[0].shape[0]
+    widest = max(a.shape[1] if len(a.shape) > 1 else 1 for a in present)
+
+    def task(offset, *blocks):
+        rows = next(b.shape[0] for b in blocks if b is not None)
+        g = None if groups is None else groups[offset : offset + rows]
+        starts = segment_starts(g, rows)
+        return offset, _block_findings(dict(zip(ROLES, blocks, strict=True)), starts, thresholds)
+
+    blocks = _row_blocks(n, widest, segment_starts(groups, n))
+    parts = map_row_blocks(task, X, Y, Z, blocks=blocks, min_rows=_MIN_BLOCK_ROWS)
     frames, cells, scores = _merge(n, parts)
     return QualityReport(
         n,
@@ -516,11 +503,6 @@ def detect(X, Y, Z, *, groups=None, trial_labels=None, columns=None, thresholds=
         dict(columns or {}),
         thresholds,
     )
-
-
-def _two_d(a):
-    a = np.asarray(a, dtype=np.float64)
-    return a[:, None] if a.ndim == 1 else a
 
 
 def find_artifacts(X, Y=None, Z=None, *, groups=None, thresholds=None):
