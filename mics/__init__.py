@@ -18,6 +18,7 @@ The package is layered; each layer imports only those below it
 
 from mics import _compat, io, preprocessing
 from mics._version import __version__  # noqa: F401  (mics.__version__)
+from mics.data.quality import DataQualityWarning, quality_checks
 from mics.estimators import MICs, ReducedRankRegression, ReducedRankRegressionCV, load
 from mics.simulation import GroundTruth, simulate, simulate_null_family, simulate_trials
 from mics.workflows import (
@@ -50,6 +51,8 @@ __all__ = [
     "load",
     "io",
     "preprocessing",
+    "quality_checks",
+    "DataQualityWarning",
 ]
 
 # Subpackages loaded on first use, so `import mics` stays light (matplotlib and

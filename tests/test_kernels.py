@@ -174,3 +174,46 @@ def test_import_works_from_a_read_only_install(tmp_path):
         os.chmod(pkg, 0o755)
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) == 4.0
+
+
+def _artifact_scores_twin(a, starts):
+    """NumPy twin of ``kernels.artifact_scores``, from the functions of ``mics.core.robust``."""
+    from mics.core import robust
+
+    spikes = robust.spike_sizes(a, starts)
+    scale = np.maximum(
+        robust.local_steps(a, starts), robust.robust_scale(robust.step_sizes(a, starts))
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shape = np.where(scale > 0, np.abs(spikes) / scale, np.where(spikes != 0, np.inf, 0.0))
+        dev = a - np.median(a, axis=0)
+        top = robust.top_levels(np.abs(dev))
+        up = np.maximum(robust.sustained_levels(dev, starts), top)
+        down = np.maximum(robust.sustained_levels(-dev, starts), top)
+        level = np.where(dev > 0, dev / up, -dev / down)
+    level = np.where(np.sign(dev) * np.sign(spikes) > 0, level, 0.0)
+    return shape, np.nan_to_num(level, nan=0.0, posinf=np.inf)
+
+
+@pytest.mark.parametrize("segments", [1, 7, 40])
+def test_artifact_scores_match_numpy(rng, segments):
+    from mics.core.robust import artifact_scores, segment_starts
+
+    n = 400
+    a = rng.standard_normal((n, 9)).cumsum(axis=0)
+    a[:, 1] = rng.poisson(0.3, n)  # mostly zero counts
+    a[:, 2] = 0.0
+    a[::37, 2] = rng.exponential(size=a[::37, 2].shape)  # sparse events: a zero MAD
+    a[:, 3] = 1.5  # constant
+    a[rng.choice(n, 5, replace=False), 4] += 200.0  # glitches
+    a[:, 5] = np.repeat(rng.standard_normal(n // 20), 20)  # steps
+    cuts = np.sort(rng.choice(np.arange(1, n), segments - 1, replace=False))
+    groups = np.zeros(n, dtype=int)
+    for c in cuts:
+        groups[c:] += 1
+    starts = segment_starts(groups, n)
+    shape, level = artifact_scores(a, starts)
+    want_shape, want_level = _artifact_scores_twin(a, starts)
+    np.testing.assert_allclose(shape, want_shape, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(level, want_level, rtol=1e-13, atol=0)
+    assert np.isfinite(shape[:, 4]).all() and shape[:, 4].max() > 10  # the glitches score

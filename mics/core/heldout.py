@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "FOLD_OUTLIER_RATIO",
+    "fold_outliers",
+    "fold_mean_sem",
     "normalized_squared_error",
     "one_sem_rule",
     "heldout_loss",
@@ -62,6 +65,74 @@ def one_sem_rule(mean_loss, sem_loss):
     best = int(np.nanargmin(np.where(np.isfinite(mean_loss), mean_loss, np.nan)))
     sem = sem_loss[best] if np.isfinite(sem_loss[best]) else 0.0
     return int(np.flatnonzero(mean_loss <= mean_loss[best] + sem)[0])
+
+
+#: A fold whose held-out loss exceeds this multiple of the median fold's (for
+#: some candidate) is an outlier: an order of magnitude, where the folds of
+#: clean data differ by tens of percent (results/artifacts/).
+FOLD_OUTLIER_RATIO = 10.0
+
+
+def fold_outliers(fold_loss, ratio=FOLD_OUTLIER_RATIO):
+    """Folds whose held-out loss is an order of magnitude above the other folds'.
+
+    One bad sample (an artifact frame, a glitch) in a held-out block can make
+    that fold's loss thousands of times the others'; the mean and SEM over
+    folds then measure that sample. A fold is an outlier when, for some
+    candidate, its loss exceeds ``ratio`` times the median of that
+    candidate's fold losses and exceeds 1 (worse than predicting the
+    held-out block by its own mean). At least three folds are needed, and
+    fewer than half of them can be outliers (otherwise none is).
+
+    Parameters
+    ----------
+    fold_loss : array-like of shape (n_candidates, n_folds)
+        Held-out losses (NaN rows, candidates not scored, are ignored).
+    ratio : float
+
+    Returns
+    -------
+    outliers : ndarray of bool of shape (n_folds,)
+    """
+    fold_loss = np.asarray(fold_loss, dtype=float)
+    n_folds = fold_loss.shape[1] if fold_loss.ndim == 2 else 0
+    out = np.zeros(n_folds, dtype=bool)
+    if n_folds < 3 or fold_loss.shape[0] == 0:
+        return out
+    scored = ~np.all(np.isnan(fold_loss), axis=1)
+    if not scored.any():
+        return out
+    table = fold_loss[scored]
+    median = np.nanmedian(table, axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        high = (table > ratio * median) & (table > 1.0) & np.isfinite(median)
+    out = np.any(high, axis=0)
+    return out if 2 * out.sum() < n_folds else np.zeros(n_folds, dtype=bool)
+
+
+def fold_mean_sem(fold_loss, outliers=None):
+    """Mean and SEM over folds of each candidate, outlier folds left out.
+
+    Parameters
+    ----------
+    fold_loss : array-like of shape (n_candidates, n_folds)
+    outliers : ndarray of bool of shape (n_folds,), optional
+        Default :func:`fold_outliers`. With none, the plain mean and SEM of
+        every fold (the same bits as without this rule).
+
+    Returns
+    -------
+    mean, sem : ndarray of shape (n_candidates,)
+    outliers : ndarray of bool of shape (n_folds,)
+    """
+    fold_loss = np.asarray(fold_loss, dtype=float)
+    if outliers is None:
+        outliers = fold_outliers(fold_loss)
+    used = fold_loss[:, ~outliers] if outliers.any() else fold_loss
+    n_folds = used.shape[1]
+    mean = used.mean(axis=1)
+    sem = used.std(axis=1, ddof=1) / np.sqrt(n_folds) if n_folds > 1 else np.zeros_like(mean)
+    return mean, sem, outliers
 
 
 def heldout_loss(raw_test, cm_train, B, D, fit=None, basis=None):

@@ -15,6 +15,9 @@ A third, :func:`group_lasso_rows`, is the inner loop of sparse
 reduced-rank regression (:mod:`mics.core.sparse_rrr`): cyclic row descent
 on a group lasso, one short row update after another, which no BLAS call
 does; in Python it was the whole cost of a sparse fit.
+:func:`artifact_scores` scores every sample of the data-quality checks
+(:mod:`mics.core.robust`): a few passes per column where NumPy makes some
+sixty with temporaries.
 
 Everything else is BLAS: the moment pass is one ``syrk`` per chunk of
 Khatri-Rao rows, and both contractions of the interaction scatter are
@@ -289,3 +292,158 @@ def _anderson_step(A, G, half, W, AW, hist, n_hist, depth):
     if f_ext < f_now:
         W[...] = ext
         AW[...] = A_ext
+# ----------------------------------------------------------------------------- artifact scores
+@_jit
+def _median3(a, b, c):
+    """Median of three values, NaN taken as missing (NaN when all are)."""
+    if np.isnan(a):
+        a, c = c, a
+    if np.isnan(b):
+        b, c = c, b
+    if np.isnan(a):
+        a, b = b, a
+    # now the present values come first
+    if np.isnan(a):
+        return np.nan
+    if np.isnan(b):
+        return a
+    if np.isnan(c):
+        return 0.5 * (a + b)
+    return max(min(a, b), min(max(a, b), c))
+
+
+@_jit
+def _at(x, seg, t, s):
+    """``x[s]`` when ``s`` lies in ``t``'s segment, else NaN."""
+    if s < 0 or s >= x.shape[0] or seg[s] != seg[t]:
+        return np.nan
+    return x[s]
+
+
+@_jit
+def _mean_present(a, b):
+    """Mean of the values that are not NaN (NaN when neither is)."""
+    if np.isnan(a):
+        return b
+    if np.isnan(b):
+        return a
+    return 0.5 * (a + b)
+
+
+@_jit
+def _held_level(dev, seg, width):
+    """Largest ``min(dev[t:t + width])`` over windows inside one segment; -inf if none."""
+    n = dev.shape[0]
+    best = -np.inf
+    for t in range(n - width + 1):
+        if seg[t + width - 1] != seg[t]:
+            continue
+        low = dev[t]
+        for k in range(1, width):
+            low = min(low, dev[t + k])
+        best = max(best, low)
+    return best
+
+
+@_jit
+def artifact_scores(a, seg, n_top, held, shape, level):
+    """Shape and level scores of every sample of every column (``mics.core.robust``).
+
+    A few passes per column and three selections for its medians, where
+    NumPy needs some sixty passes with temporaries. The definitions are
+    those of :func:`mics.core.robust.artifact_scores`.
+
+    Parameters
+    ----------
+    a : ndarray of shape (n, p)
+        Finite values.
+    seg : ndarray of int of shape (n,)
+        Segment (trial) number of every sample, non-decreasing.
+    n_top : int
+        ``k`` of the ``k``-th largest deviation (``1 <= k <= n``).
+    held : int
+        Samples a level must be held for.
+    shape, level : ndarray of shape (n, p)
+        Receive the scores.
+    """
+    n, p = a.shape
+    steps = np.empty(n)  # |x[t] - x[t - 1]| within a segment, NaN at its first sample
+    signed = np.empty(n)
+    spikes = np.empty(n)
+    dev = np.empty(n)
+    for j in range(p):
+        x = a[:, j].copy()
+        c = 0
+        for t in range(n):
+            if t > 0 and seg[t] == seg[t - 1]:
+                signed[c] = x[t] - x[t - 1]
+                steps[t] = abs(signed[c])
+                c += 1
+            else:
+                steps[t] = np.nan
+        sigma = 0.0  # a MAD of the steps (a mean absolute deviation where it is 0)
+        if c > 0:
+            centre = np.median(signed[:c])
+            absdev = np.abs(signed[:c] - centre)
+            sigma = 1.482602218505602 * np.median(absdev)
+            if not sigma > 0:
+                sigma = np.sqrt(np.pi / 2) * np.mean(absdev)
+        for t in range(n):
+            if t >= 3 and t + 3 < n and seg[t - 3] == seg[t + 3]:
+                # inside its segment, three samples each side (most samples)
+                a0, a1, a2 = x[t - 3], x[t - 2], x[t - 1]
+                before = max(min(a0, a1), min(max(a0, a1), a2))
+                a0, a1, a2 = x[t + 1], x[t + 2], x[t + 3]
+                after = max(min(a0, a1), min(max(a0, a1), a2))
+                left, right = x[t] - before, x[t] - after
+                local = min(
+                    0.5 * (steps[t - 1] + steps[t - 2]), 0.5 * (steps[t + 2] + steps[t + 3])
+                )
+            else:
+                before = _median3(
+                    _at(x, seg, t, t - 3), _at(x, seg, t, t - 2), _at(x, seg, t, t - 1)
+                )
+                after = _median3(
+                    _at(x, seg, t, t + 1), _at(x, seg, t, t + 2), _at(x, seg, t, t + 3)
+                )
+                # at a segment's edge the nearest sample stands for the missing side
+                left = x[t] - (_at(x, seg, t, t + 1) if np.isnan(before) else before)
+                right = x[t] - (_at(x, seg, t, t - 1) if np.isnan(after) else after)
+                side_b = _mean_present(_at(steps, seg, t, t - 1), _at(steps, seg, t, t - 2))
+                side_a = _mean_present(_at(steps, seg, t, t + 2), _at(steps, seg, t, t + 3))
+                if np.isnan(side_b):
+                    local = 0.0 if np.isnan(side_a) else side_a
+                elif np.isnan(side_a):
+                    local = side_b
+                else:
+                    local = min(side_b, side_a)
+            spike = 0.0
+            if left * right > 0:  # False for NaN
+                spike = min(abs(left), abs(right))
+                if left < 0:
+                    spike = -spike
+            spikes[t] = spike
+            scale = max(local, sigma)
+            if scale > 0:
+                shape[t, j] = abs(spike) / scale
+            else:
+                shape[t, j] = np.inf if spike != 0 else 0.0
+        # levels: from the median, over the largest levels the column reaches and holds
+        centre = np.median(x)
+        for t in range(n):
+            dev[t] = x[t] - centre
+        absdev = np.abs(dev)
+        top = np.partition(absdev, n - n_top)[n - n_top]
+        if top == 0:  # mostly constant: the median of the non-zero deviations
+            nonzero = absdev[absdev > 0]
+            if nonzero.size:
+                top = np.median(nonzero)
+        up = max(_held_level(dev, seg, held), top)
+        down = max(_held_level(-dev, seg, held), top)
+        for t in range(n):
+            d = dev[t]
+            if d * spikes[t] > 0:
+                bound = up if d > 0 else down
+                level[t, j] = abs(d) / bound if bound > 0 else np.inf
+            else:
+                level[t, j] = 0.0

@@ -712,3 +712,67 @@ def xy_fold_moments(X, Y, splits):
     total, tests, excluded = _compute(total, tests, excluded)
     folds = [(t, t if e is None else e) for t, e in zip(tests, excluded, strict=True)]
     return total, folds, shifts
+
+
+# ----------------------------------------------------------------------------- row blocks
+def map_row_blocks(func, *arrays, blocks=None, min_rows=1):
+    """``func(offset, *blocks)`` for every row block of the arrays, in one pass.
+
+    Dask inputs (any of them) are mapped where their row blocks live: one
+    task per block, computed together; in-memory inputs are cut into the
+    row ranges ``blocks``. The one place that tells the two apart for
+    block-wise statistics (the data-quality checks).
+
+    Parameters
+    ----------
+    func : callable
+        Called with the block's first row and the block of each array, as a
+        2-D float array (None for an array that is None); must return
+        something small.
+    *arrays : arrays of shape (n_samples,) or (n_samples, k), or None
+    blocks : list of (start, stop), optional
+        Row ranges of in-memory inputs; default one block.
+    min_rows : int
+        Dask row blocks smaller than this are merged with their neighbours
+        first (lazily), so a statistic of a block sees enough rows.
+
+    Returns
+    -------
+    list
+        ``func``'s results in row order.
+    """
+    if not any_chunked(*arrays):
+        arrays = [None if a is None else np.asarray(a, dtype=np.float64) for a in arrays]
+        arrays = [a[:, None] if a is not None and a.ndim == 1 else a for a in arrays]
+        n = next(a.shape[0] for a in arrays if a is not None)
+        blocks = [(0, n)] if blocks is None else blocks
+        return [
+            func(int(lo), *(None if a is None else a[lo:hi] for a in arrays)) for lo, hi in blocks
+        ]
+    import dask
+
+    arrays = [None if a is None else _as_dask_2d(a, "input") for a in arrays]
+    present = [a for a in arrays if a is not None]
+    rows_ = present[0].chunks[0]
+    if len(rows_) > 1 and min(rows_) < min_rows:
+        merged, run = [], 0
+        for size in rows_:
+            run += size
+            if run >= min_rows:
+                merged.append(run)
+                run = 0
+        if run:
+            if merged:
+                merged[-1] += run
+            else:
+                merged.append(run)
+        rows_ = tuple(merged)
+    arrays = [
+        None if a is None else (a if a.chunks[0] == rows_ else a.rechunk({0: rows_}))
+        for a in arrays
+    ]
+    offsets = np.r_[0, np.cumsum(rows_)[:-1]].astype(int)
+    parts = [[None] * len(rows_) if a is None else list(_blocks(a)) for a in arrays]
+    task = dask.delayed(func, pure=True)
+    tasks = [task(int(o), *(b[i] for b in parts)) for i, o in enumerate(offsets)]
+    return list(_compute(*tasks))

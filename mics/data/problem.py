@@ -589,8 +589,14 @@ def _ordered_results(jobs, n_jobs, stoppable):
             yield from parallel(chunk)
 
 
-def make_problem(X, y, Z=None, *, groups=None, validate=None):
+def make_problem(X, y, Z=None, *, groups=None, validate=None, quality=None):
     """The :class:`Problem` of the inputs: labels unwrapped, checked, in memory or chunked.
+
+    Every entry point of the package (fits, tests, bootstraps, power
+    analyses, chunked inputs) builds its data set here, so the data-quality
+    check runs here, once per call (:mod:`mics.data.quality`): artifact
+    frames, single extreme samples and modulator glitches are named in a
+    :class:`~mics.data.quality.DataQualityWarning`.
 
     Parameters
     ----------
@@ -606,6 +612,12 @@ def make_problem(X, y, Z=None, *, groups=None, validate=None):
         ``validate(X, y) -> (X, Y, y_1d)`` for in-memory source and target
         (an estimator's own check, which records ``n_features_in_``); by
         default each is checked as a population.
+    quality : {"warn", "raise", "ignore"}, bool, QualityThresholds or None
+        The data-quality check: warn about what it finds (default), raise a
+        ValueError, or skip it (``"ignore"`` or False); thresholds make it
+        warn with those. None: the settings of
+        :func:`mics.data.quality.quality_checks` (warn, default thresholds,
+        unless changed).
 
     Returns
     -------
@@ -636,8 +648,9 @@ def make_problem(X, y, Z=None, *, groups=None, validate=None):
         n = X.shape[0]
         if n < 2:
             raise ValueError(f"at least 2 samples are needed, got {n}.")
-        groups = groups_from_labels(groups, ix, iy, iz, n_samples=n)
-        return ChunkedProblem(X, Y, Z, check_groups(groups, n), y_1d, labels)
+        codes = check_groups(groups_from_labels(groups, ix, iy, iz, n_samples=n), n)
+        problem = ChunkedProblem(X, Y, Z, codes, y_1d, labels)
+        return _checked(problem, groups, quality)
     if validate is not None:
         X, Y, y_1d = validate(X, y)
     else:
@@ -651,10 +664,26 @@ def make_problem(X, y, Z=None, *, groups=None, validate=None):
         check_not_constant(X, "source X")
         check_not_constant(Y, "target Y")
     n = X.shape[0]
-    groups = groups_from_labels(groups, ix, iy, iz, n_samples=n)
+    codes = check_groups(groups_from_labels(groups, ix, iy, iz, n_samples=n), n)
     if Z is not None:
         Z = check_modulator(Z, n)  # also checks the shared time axis
-    return ArrayProblem(X, Y, Z, check_groups(groups, n), y_1d, labels)
+    return _checked(ArrayProblem(X, Y, Z, codes, y_1d, labels), groups, quality)
+
+
+def _checked(problem, groups, quality):
+    """The problem, after the data-quality check of its inputs (:mod:`mics.data.quality`)."""
+    from mics.data.quality import check_inputs
+
+    check_inputs(
+        problem.X,
+        problem.Y,
+        problem.Z,
+        groups=problem.groups,
+        labels=problem.labels,
+        trial_labels=None if groups is None else np.asarray(groups),
+        quality=quality,
+    )
+    return problem
 
 
 def _is_dataarray(a):

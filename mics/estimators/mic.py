@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
@@ -12,6 +14,7 @@ from mics.core.linalg import single_blas_thread
 from mics.core.stats import RawMoments, check_interaction
 from mics.data.labels import unwrap, wrap_matrix, wrap_patterns, wrap_timeseries
 from mics.data.problem import MomentProblem, concatenate_sessions, make_problem
+from mics.data.quality import quality_checks
 from mics.data.validation import (
     check_alpha,
     check_count,
@@ -28,7 +31,7 @@ from mics.estimators.persistence import load, register, save
 from mics.estimators.rrr import ReducedRankRegression, ReducedRankRegressionCV
 from mics.model.fit import fit_problem
 from mics.model.penalty_path import chooses_penalties, chosen_penalties
-from mics.model.selection import prefixed
+from mics.model.selection import FoldOutlierWarning, prefixed, warn_fold_outliers
 from mics.model.sparsity_path import chosen_sparsity
 
 __all__ = ["MICs", "load"]
@@ -337,7 +340,9 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         -------
         self
         """
-        return self.fit_problem(make_problem(X, y, Z, groups=groups, validate=self._validate_xy))
+        self.fit_problem(make_problem(X, y, Z, groups=groups, validate=self._validate_xy))
+        warn_fold_outliers(getattr(self, "cv_results_", None))
+        return self
 
     def fit_problem(self, problem):
         """Fit on a prepared :class:`mics.data.Problem` (what :meth:`fit` does after checks).
@@ -475,7 +480,9 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
             raise ValueError(f"y_1d needs a single target column, the moments have {q}.")
         self._labels = None
         problem = MomentProblem(None, None, None, None, bool(y_1d), None, total=total, folds=folds)
-        return self.fit_problem(problem)
+        self.fit_problem(problem)
+        warn_fold_outliers(getattr(self, "cv_results_", None))
+        return self
 
     def _label_outputs(self):
         """Re-wrap patterns and coefficients with the inputs' neuron ids."""
@@ -520,7 +527,11 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         p, q = X.shape[1], Y.shape[1]
         if self.rank is None:
             inner = ReducedRankRegressionCV(ranks=range(self.max_rank + 1), cv=self.cv)
-            inner.fit(X, Y, groups=groups)
+            # the data were checked when this fit made its problem, and this
+            # fit warns about the table it keeps
+            with quality_checks(False), warnings.catch_warnings():
+                warnings.simplefilter("ignore", FoldOutlierWarning)
+                inner.fit(X, Y, groups=groups)
             # also under the keys of a fit with a modulator ("rank_mean_loss",
             # ...), so code reading either kind of fit needs no special case
             self.cv_results_ = {**inner.cv_results_, **prefixed(inner.cv_results_, "rank")}

@@ -17,7 +17,7 @@ from mics.data.folds import cv_splits
 from mics.data.problem import make_problem
 from mics.data.validation import check_alpha, check_folds, check_rank
 from mics.estimators.base import CommunicationSubspaceMixin, validate_xy
-from mics.model.selection import cross_validate_rank, summarize_cv
+from mics.model.selection import cross_validate_rank, summarize_cv, warn_fold_outliers
 
 __all__ = ["ReducedRankRegression", "ReducedRankRegressionCV"]
 
@@ -259,6 +259,7 @@ class ReducedRankRegressionCV(CommunicationSubspaceMixin, BaseEstimator):
             B, b = self._sparse(problem, sparsity, ranks)
         self._set_baseline(B, b, self.rank_)
         self.source_members_ = np.flatnonzero(np.any(B != 0, axis=1))
+        warn_fold_outliers(self.cv_results_)
         return self._finish(problem.y_1d)
 
     def _sparse(self, problem, sparsity, ranks):

@@ -50,6 +50,7 @@ from mics.core.als import (
     baseline_path,
     penalties,
 )
+from mics.core.heldout import fold_mean_sem
 from mics.core.linalg import single_blas_thread
 from mics.model.selection import fold_operator, select_from_moments
 from mics.model.sparsity_path import chooses_sparsity, no_path, sparsity_grid, sparsity_path
@@ -230,17 +231,18 @@ def select_with_penalties(config, total, folds, rng, data=None, channels=True):
 def _summary(name, grid, fold_loss):
     """Mean and SEM over folds, and the minimum-mean rule (see the module docstring)."""
     fold_loss = np.asarray(fold_loss, dtype=float)
-    n_folds = fold_loss.shape[1]
-    mean = fold_loss.mean(axis=1)
-    sem = fold_loss.std(axis=1, ddof=1) / np.sqrt(n_folds) if n_folds > 1 else 0 * mean
+    mean, sem, outliers = fold_mean_sem(fold_loss)  # an outlier fold left out
     best = int(np.argmin(mean)) if np.isfinite(mean).any() else 0
-    return {
+    out = {
         name: np.asarray(grid, dtype=float),
         f"{name}_fold_loss": fold_loss,
         f"{name}_mean_loss": mean,
         f"{name}_sem_loss": sem,
         f"{name}_best_index": best,
     }
+    if outliers.any():
+        out[f"{name}_fold_outlier"] = outliers
+    return out
 
 
 def baseline_penalty_path(config, total, folds, data, grid):

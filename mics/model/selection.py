@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 from mics.core.als import penalties
 from mics.core.heldout import (
     data_heldout_loss,
+    fold_mean_sem,
     heldout_loss,
     normalized_squared_error,
     one_sem_rule,
@@ -29,6 +30,8 @@ from mics.core.sparse import sparse_settings
 from mics.core.stats import RawLinearMoments
 
 __all__ = [
+    "FoldOutlierWarning",
+    "warn_fold_outliers",
     "cross_validate_reduced_rank",
     "select_from_moments",
     "cross_validate_rank",
@@ -148,13 +151,18 @@ def cross_validate_rank(problem, ranks, cv, alpha):
 
 
 def summarize_cv(candidates, fold_loss, key):
-    """Mean, SEM across folds and the one-SEM choice for a candidate table."""
+    """Mean, SEM across folds and the one-SEM choice for a candidate table.
+
+    A fold whose held-out loss is an order of magnitude above the others'
+    (:func:`mics.core.heldout.fold_outliers`: one bad sample in its block)
+    is left out of the mean and SEM, and named in ``fold_outlier`` (a
+    boolean per fold, present only when some fold is an outlier, so the
+    table of clean data is what it always was).
+    """
     fold_loss = np.asarray(fold_loss, dtype=float)
-    n_folds = fold_loss.shape[1]
-    mean = fold_loss.mean(axis=1)
-    sem = fold_loss.std(axis=1, ddof=1) / np.sqrt(n_folds) if n_folds > 1 else np.zeros_like(mean)
+    mean, sem, outliers = fold_mean_sem(fold_loss)
     best = one_sem_rule(mean, sem)
-    return {
+    out = {
         key: np.asarray(candidates),
         "fold_loss": fold_loss,
         "mean_loss": mean,
@@ -162,6 +170,9 @@ def summarize_cv(candidates, fold_loss, key):
         "mean_score": 1 - mean,
         "best_index": best,
     }
+    if outliers.any():
+        out["fold_outlier"] = outliers
+    return out
 
 
 # ----------------------------------------------------------------------------- MIC selection
@@ -460,7 +471,9 @@ def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states)
         )
         rows.extend(losses)
         capped.extend(caps)
-        mean = np.mean(rows, axis=1)
+        # the selection's own mean (an outlier fold left out), so one bad
+        # sample cannot stop the search either
+        mean = fold_mean_sem(np.asarray(rows))[0]
         if mean.size > 1 and mean[-1] >= mean[:-1].min():
             break
     return ks[: len(rows)], np.asarray(rows), np.asarray(capped)
@@ -468,6 +481,63 @@ def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states)
 
 def prefixed(summary, key):
     out = {key: summary[key]}
-    for name in ("fold_loss", "mean_loss", "sem_loss", "mean_score", "best_index"):
-        out[f"{key}_{name}"] = summary[name]
+    for name in ("fold_loss", "mean_loss", "sem_loss", "mean_score", "best_index", "fold_outlier"):
+        if name in summary:
+            out[f"{key}_{name}"] = summary[name]
     return out
+
+
+class FoldOutlierWarning(UserWarning):
+    """A cross-validation fold's held-out loss was an order of magnitude above the others'."""
+
+
+def fold_outlier_message(cv_results):
+    """Words on the outlier folds of a selection's table; empty when there are none.
+
+    Parameters
+    ----------
+    cv_results : dict
+        A selection's ``cv_results_``.
+
+    Returns
+    -------
+    str
+    """
+    parts = []
+    for name, flags in cv_results.items():
+        if not name.endswith("fold_outlier") or not np.any(flags):
+            continue
+        stage = name[: -len("fold_outlier")].rstrip("_") or "rank"
+        losses = np.asarray(cv_results[name.replace("fold_outlier", "fold_loss")], dtype=float)
+        flags = np.asarray(flags, dtype=bool)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.nanmax(losses[:, flags] / np.nanmedian(losses, axis=1, keepdims=True))
+        folds = ", ".join(str(i) for i in np.flatnonzero(flags))
+        parts.append(f"fold(s) {folds} of the {stage} selection ({ratio:.3g} times the median)")
+    if not parts:
+        return ""
+    return (
+        "Held-out losses an order of magnitude above the other folds': "
+        + "; ".join(parts)
+        + ". One or a few samples in those blocks decide their loss, so they were left out "
+        "of the mean and SEM the one-SEM rule reads (cv_results_['..._fold_outlier']). "
+        "Look for artifacts there with mics.preprocessing.find_artifacts."
+    )
+
+
+def warn_fold_outliers(cv_results):
+    """Warn (:class:`FoldOutlierWarning`, at the user's line) when a selection left out folds.
+
+    The estimators call it at the end of ``fit``; a workflow calls it once
+    on the selection of the user's data (not on its null or resampled
+    variants).
+
+    Parameters
+    ----------
+    cv_results : dict or None
+    """
+    from mics.data.quality import user_stacklevel
+
+    message = fold_outlier_message(cv_results or {})
+    if message:
+        warnings.warn(message, FoldOutlierWarning, stacklevel=user_stacklevel())

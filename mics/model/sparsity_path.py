@@ -57,7 +57,7 @@ import numbers
 import numpy as np
 
 from mics.core.als import penalties
-from mics.core.heldout import one_sem_rule
+from mics.core.heldout import fold_mean_sem, one_sem_rule
 from mics.core.linalg import single_blas_thread
 from mics.core.sparse import sparse_factors
 from mics.model.warm_path import warm_path
@@ -186,9 +186,7 @@ def summarize(grid, fold_loss, counts, objective):
         (n_grid, n_folds) for each role, and ``sparsity_penalised_loss``.
     """
     fold_loss = np.asarray(fold_loss, dtype=float)
-    n_folds = fold_loss.shape[1]
-    mean = fold_loss.mean(axis=1)
-    sem = fold_loss.std(axis=1, ddof=1) / np.sqrt(n_folds) if n_folds > 1 else 0 * mean
+    mean, sem, outliers = fold_mean_sem(fold_loss)  # an outlier fold left out
     finite = np.isfinite(mean)
     out = {
         "sparsity": np.asarray(grid, dtype=float),
@@ -199,6 +197,8 @@ def summarize(grid, fold_loss, counts, objective):
         "sparsity_lowest_index": int(np.nanargmin(mean)) if finite.any() else 0,
         "sparsity_penalised_loss": np.asarray(objective, dtype=float),
     }
+    if outliers.any():
+        out["sparsity_fold_outlier"] = outliers
     counts = np.asarray(counts, dtype=float)
     for r, role in enumerate(_ROLES):
         out[f"sparsity_fold_n_{role}"] = counts[:, :, r]

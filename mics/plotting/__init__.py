@@ -23,10 +23,13 @@ The figures live in small modules by what they show:
 - :mod:`mics.plotting.members`: which neurons carry each channel (sparse
   fits, stability selection): loadings, the field of view, a bibiplot;
 - :mod:`mics.plotting.sparsity`: the cross-validated sparsity path
-  (``MICs(sparsity="cv")``).
+  (``MICs(sparsity="cv")``);
+- :mod:`mics.plotting.artifacts`: where the data-quality detectors flag
+  samples (:func:`mics.preprocessing.find_artifacts`).
 """
 
 from mics.plotting import model as _model
+from mics.plotting.artifacts import plot_artifacts
 from mics.plotting.asymmetry import plot_asymmetry
 from mics.plotting.inference import plot_bootstrap_intervals, plot_null_distribution
 from mics.plotting.lags import plot_lag_scan
@@ -38,6 +41,7 @@ from mics.plotting.state import plot_channel_gain, plot_state_communication, sta
 
 __all__ = [
     *_model.__all__,
+    "plot_artifacts",
     "plot_asymmetry",
     "plot_bootstrap_intervals",
     "plot_channel_gain",

@@ -30,6 +30,7 @@ from mics.data.problem import make_problem
 from mics.data.validation import check_count, check_fraction
 from mics.model.decomposition import decompose
 from mics.model.fit import fit_problem
+from mics.model.selection import warn_fold_outliers
 
 __all__ = [
     "ModulationTest",
@@ -466,6 +467,8 @@ def test_modulation(
             drift_df=drift_df,
         )
     observed, outcome = _improvement(gain_params(estimator), problem)
+    # once, about the user's own selection (not once per null fit)
+    warn_fold_outliers(outcome.cv_results)
     res = outcome.cv_results
     selected = float(
         res["n_channels_mean_loss"][0] - res["n_channels_mean_loss"][res["n_channels_best_index"]]

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from mics.data.folds import groups_from_labels, shift_within_trials
 from mics.data.labels import unwrap
 from mics.data.problem import make_problem
+from mics.data.quality import check_inputs, quality_scope
 from mics.model.fit import fit_problem
 from mics.model.selection import cross_validate_reduced_rank
 from mics.workflows.inference import best_gain
@@ -44,6 +45,8 @@ def _modulation_gain(estimator, X, Y, Z, groups):
     fold = np.asarray(res["n_channels_fold_loss"])  # (n_K, n_folds)
     best = 1 + int(np.argmin(res["n_channels_mean_loss"][1:]))
     diff = fold[0] - fold[best]
+    # the folds the selection's mean used (an outlier fold left out)
+    diff = diff[~np.asarray(res.get("n_channels_fold_outlier", np.zeros(diff.size, bool)))]
     sem = diff.std(ddof=1) / np.sqrt(diff.size) if diff.size > 1 else 0.0
     return best_gain(res), float(sem), int(outcome.n_channels)
 
@@ -132,6 +135,29 @@ def lag_scan(
     out = {k: [] for k in ("communication", "communication_sem", "rank")}
     if Zv is not None:
         out.update(modulation=[], modulation_sem=[], n_channels=[])
+    with quality_scope():
+        # the data quality is checked once, on the recording as given; the
+        # lagged copies the modulation fits make are of the same samples
+        check_inputs(Xv, Yv, Zv, groups=codes, labels=(ix, iy, iz), trial_labels=_ids(groups))
+        _scan(out, lags, Xv, Yv, Zv, codes, keep, g, ranks, cv, estimator, verbose)
+    ds = xr.Dataset({k: ("lag", np.asarray(v)) for k, v in out.items()}, coords={"lag": lags})
+    if fs is not None:
+        ds = ds.assign_coords(lag_s=("lag", lags / float(fs)))
+    ds.attrs.update(
+        n_samples=int(keep.sum()),
+        n_trials=0 if g is None else int(np.unique(g).size),
+        cv=str(cv),
+        description="lag > 0: source leads target",
+    )
+    return ds
+
+
+def _ids(groups):
+    return None if groups is None else np.asarray(groups)
+
+
+def _scan(out, lags, Xv, Yv, Zv, codes, keep, g, ranks, cv, estimator, verbose):
+    """Fill ``out`` with each lag's communication (and modulation)."""
     for lag in tqdm(lags, desc="lag scan", disable=not verbose):
         Xl = shift_within_trials(Xv, lag, codes)[keep]
         cand = [r for r in ranks if r <= min(Xl.shape[1], Yv.shape[1])]
@@ -145,13 +171,3 @@ def lag_scan(
             out["modulation"].append(gain)
             out["modulation_sem"].append(sem)
             out["n_channels"].append(k)
-    ds = xr.Dataset({k: ("lag", np.asarray(v)) for k, v in out.items()}, coords={"lag": lags})
-    if fs is not None:
-        ds = ds.assign_coords(lag_s=("lag", lags / float(fs)))
-    ds.attrs.update(
-        n_samples=int(keep.sum()),
-        n_trials=0 if g is None else int(np.unique(g).size),
-        cv=str(cv),
-        description="lag > 0: source leads target",
-    )
-    return ds

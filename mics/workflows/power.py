@@ -28,6 +28,7 @@ from tqdm import tqdm
 from mics.core.linalg import orthonormal_svd
 from mics.data.folds import trial_permutation_indices
 from mics.data.problem import make_problem
+from mics.data.quality import quality_scope
 from mics.data.validation import check_count, check_fraction
 from mics.model.fit import fit_problem
 from mics.workflows.inference import (
@@ -280,6 +281,25 @@ def power_analysis(
     PowerAnalysis
         Plot it with :func:`mics.plotting.plot_power`.
     """
+    # The planted data sets are variants of one recording: check its quality
+    # (and warn) once, not once per planted copy.
+    with quality_scope():
+        return _power_analysis(
+            estimator, X, Y, Z, groups=groups, conditions=conditions, strengths=strengths,
+            geometry=geometry, n_sims=n_sims, n_permutations=n_permutations,
+            min_shift=min_shift, null=null, stop_after=stop_after, alpha=alpha,
+            target_power=target_power, confidence=confidence, n_jobs=n_jobs, verbose=verbose,
+            random_state=random_state, condition_on=condition_on, drift_df=drift_df,
+            additive=additive,
+        )  # fmt: skip
+
+
+def _power_analysis(
+    estimator, X, Y, Z, *, groups, conditions, strengths, geometry, n_sims, n_permutations,
+    min_shift, null, stop_after, alpha, target_power, confidence, n_jobs, verbose,
+    random_state, condition_on, drift_df, additive,
+):  # fmt: skip
+    """The body of :func:`power_analysis` (inside its quality scope)."""
     rng = check_random_state(random_state)
     n_sims = check_count(n_sims, "n_sims", 1)
     check_fraction(alpha, "alpha")
