@@ -38,7 +38,9 @@ def test_every_family_without_gate_has_no_gate(family):
 
 @pytest.mark.parametrize("kind", GATE_KINDS)
 def test_gate_carries_its_share(kind):
-    _, truth = simulate_null_family("linear", size=SMALL, gate=0.05, gate_kind=kind, random_state=1)
+    _, truth = simulate_null_family(
+        "linear", size=SMALL, gate=0.05, gate_kind=kind, random_state=1
+    )
     # variance 0.05 per target neuron against a total of about 1 + 1 + 0.2 + 0.05
     assert 0.01 < truth["gate_fraction"] < 0.04
     _, stronger = simulate_null_family(

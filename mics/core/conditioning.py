@@ -87,7 +87,8 @@ def source_terms(components, basis=None):
         ``b_l u_i``: coupling that drifts over the session.
     """
     k = components.shape[1]
-    cols = [components[:, i : i + 1] * components[:, j : j + 1] for i in range(k) for j in range(i, k)]
+    pairs = [(i, j) for i in range(k) for j in range(i, k)]
+    cols = [components[:, i : i + 1] * components[:, j : j + 1] for i, j in pairs]
     if basis is not None:
         cols += [basis[:, l : l + 1] * components[:, i : i + 1]
                  for l in range(1, basis.shape[1]) for i in range(k)]  # fmt: skip

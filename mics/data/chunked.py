@@ -532,6 +532,28 @@ def modulator_design(Z):
     return da.concatenate([Z.astype(np.float64), hinges], axis=1).rechunk({1: -1})
 
 
+def with_trial_means(X, codes, counts):
+    """``[X, X_bar]`` lazily: each row beside its trial's mean (the means from one pass).
+
+    Parameters
+    ----------
+    X : dask array of shape (n, p)
+    codes : ndarray of shape (n,)
+        Trial code 0 .. n_trials - 1 of every row.
+    counts : ndarray of shape (n_trials,)
+    """
+    import dask.array as da
+
+    weights = np.zeros((codes.size, counts.size))
+    weights[np.arange(codes.size), codes] = 1.0 / counts[codes]
+    (means,) = _compute(da.from_array(weights, chunks=(X.chunks[0], -1)).T @ X)
+    rows = da.from_array(codes, chunks=X.chunks[0])
+    bar = rows.map_blocks(
+        lambda c: means[c], dtype=np.float64, new_axis=1, chunks=(X.chunks[0], (X.shape[1],))
+    )
+    return da.concatenate([X, bar], axis=1)
+
+
 def _residual_block(y, z, y_mean, z_mean, beta):
     """``y - y_mean - (z - z_mean) beta`` for one row block, on new (aligned) arrays."""
     out = np.asarray(y, dtype=np.float64) - y_mean

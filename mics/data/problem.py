@@ -255,7 +255,11 @@ class Problem:
         """
         if self.groups is None or not _TRIAL_MEANS:
             return self.X
-        return _with_trial_means(self.X, self.groups)
+        return self._with_trial_means()
+
+    def _with_trial_means(self):  # pragma: no cover - abstract
+        """``[X, X_bar]``: each sample beside the mean of its trial."""
+        raise NotImplementedError
 
     def _cross_products(self, G, S, splits):
         """``A^T A`` of ``A = [G, S, Z]`` (``S`` the source design, or none): total and folds."""
@@ -347,6 +351,12 @@ class ArrayProblem(Problem):
             conditional=None,
         )
 
+    def _with_trial_means(self):
+        codes, counts = _trial_codes(self.groups)
+        sums = np.zeros((counts.size, self.X.shape[1]))
+        np.add.at(sums, codes, self.X)
+        return np.hstack([self.X, (sums / counts[:, None])[codes]])
+
     def map(
         self,
         func,
@@ -418,6 +428,11 @@ class ChunkedProblem(Problem):
 
         X, Y, Z = (rows(a, index) for a in (self.X, self.Y, self.Z))
         return replace(self, X=X, Y=Y, Z=Z, groups=groups, Z_fitted=None, conditional=None)
+
+    def _with_trial_means(self):
+        from mics.data.chunked import with_trial_means
+
+        return with_trial_means(self.X, *_trial_codes(self.groups))
 
     def _cross_products(self, G, S, splits):
         import dask
@@ -503,22 +518,10 @@ class MomentProblem(Problem):
 _TRIAL_MEANS = True
 
 
-def _with_trial_means(X, groups):
-    """``[X, X_bar]``: each sample beside the mean of its trial (NumPy or Dask rows)."""
+def _trial_codes(groups):
+    """Trial codes 0 .. n_trials - 1 and the samples per trial."""
     _, codes = np.unique(groups, return_inverse=True)
-    counts = np.bincount(codes)
-    if isinstance(X, np.ndarray):
-        sums = np.zeros((counts.size, X.shape[1]))
-        np.add.at(sums, codes, X)
-        return np.hstack([X, (sums / counts[:, None])[codes]])
-    import dask.array as da
-
-    onehot = np.zeros((codes.size, counts.size))
-    onehot[np.arange(codes.size), codes] = 1.0 / counts[codes]
-    means = (da.from_array(onehot, chunks=(X.chunks[0], -1)).T @ X).compute()
-    rows = da.from_array(codes, chunks=X.chunks[0])
-    Xbar = rows.map_blocks(lambda c: means[c], dtype=float, new_axis=1, chunks=(X.chunks[0], X.shape[1]))
-    return da.concatenate([X, Xbar], axis=1)
+    return codes, np.bincount(codes)
 
 
 class _ArrayFolds(Sequence):
