@@ -148,7 +148,7 @@ def _figures(model, Zd, test, boot):
 
 def _demo(args):
     import mics
-    from mics.model.decomposition import format_decomposition, summarize
+    from mics.model.summaries import format_decomposition, summarize
     from mics.report import format_p_value
     from mics.simulation.recovery import factor_match_score, relative_tensor_error
 

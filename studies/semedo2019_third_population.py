@@ -66,7 +66,7 @@ from tqdm import tqdm
 import mics
 import mics.datasets
 from mics.model import PARTS, decompose
-from mics.model.decomposition import summarize_asymmetry
+from mics.model.summaries import summarize_asymmetry
 
 try:  # run as a script (studies/ on sys.path) or imported as a package module
     import study_tools as tools

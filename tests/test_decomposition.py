@@ -21,12 +21,11 @@ from mics.model.decomposition import (
     decompose,
     decompose_channels,
     delta_communication,
-    format_decomposition,
     modulation_split,
     modulator_percentiles,
     state_conditioned_subspaces,
-    summarize,
 )
+from mics.model.summaries import format_decomposition, summarize
 
 
 def random_orthogonal(n, rng):

@@ -10,7 +10,8 @@ import xarray as xr
 
 import mics
 from mics.model import summarize
-from mics.model.decomposition import PARTS, decompose_channels, format_bootstrap
+from mics.model.decomposition import PARTS, decompose_channels
+from mics.model.summaries import format_bootstrap
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -159,7 +159,7 @@ def test_bootstrap_intervals_cover_the_truth():
     draws = boot["source_patterns_draws"].values
     assert np.all(np.einsum("bpk,pk->bk", draws, model.source_patterns_) > 0)
     # the whole-tensor fractions' intervals reach the readable summary
-    from mics.model.decomposition import summarize
+    from mics.model.summaries import summarize
 
     text = summarize(model.decompose(), intervals=boot)
     assert "CI" in text

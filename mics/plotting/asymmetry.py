@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mics.model.decomposition import PARTS, result_kind
+from mics.model.decomposition import PARTS
+from mics.model.summaries import result_kind
 from mics.plotting._layout import readable_categories
 from mics.plotting.model import PART_COLORS, PART_LABELS, load_pyplot
 

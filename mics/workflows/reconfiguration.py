@@ -498,7 +498,7 @@ class Reconfiguration:
 
     def summary(self):
         """The modulation verdict, then the asymmetry and stability sentences."""
-        from mics.model.decomposition import summarize_asymmetry
+        from mics.model.summaries import summarize_asymmetry
 
         adj = self.adjusted_p_values
         text = self.test.summary(alpha=self.alpha)
@@ -577,25 +577,26 @@ def test_reconfiguration(
         random_state=rng.randint(np.iinfo(np.int32).max),
         **test_kwargs,
     )
-    model = None
-    if test.p_value <= alpha and test.n_channels >= 1:
-        model = clone(estimator).set_params(rank=test.rank, n_channels=test.n_channels, verbose=0)
-        model.fit(X, Y, Z, groups=groups)
-        result = asymmetry(
-            model,
-            X,
-            Y,
-            Z,
-            test=test,
-            alpha=alpha,
-            margin=margin,
-            groups=groups,
-            n_boot=n_boot,
-            metric=metric,
-            n_jobs=n_jobs,
-            verbose=verbose,
-            random_state=rng.randint(np.iinfo(np.int32).max),
-        )
+    if test.p_value > alpha or test.n_channels == 0:
+        # undefined: asymmetry() says why, from the test alone
+        return Reconfiguration(test, None, asymmetry(None, test=test, alpha=alpha), float(alpha))
+    model = clone(estimator).set_params(rank=test.rank, n_channels=test.n_channels, verbose=0)
+    model.fit(X, Y, Z, groups=groups)
+    result = asymmetry(
+        model,
+        X,
+        Y,
+        Z,
+        test=test,
+        alpha=alpha,
+        margin=margin,
+        groups=groups,
+        n_boot=n_boot,
+        metric=metric,
+        n_jobs=n_jobs,
+        verbose=verbose,
+        random_state=rng.randint(np.iinfo(np.int32).max),
+    )
     return Reconfiguration(test, model, result, float(alpha))
 
 

@@ -175,11 +175,12 @@ def plan_cells(plan, sizes, n_null, n_power, n_default):
                 cells.append(((sub, size, "channel", 0.0, "default", "default"), n_default))
         if plan in ("power", "all"):
             for gate in GATES[size]:
-                for sub in ("drift", "nonlinear_quadratic", "bursty"):
-                    for method in METHODS:
-                        cells.append(((sub, size, "channel", gate, method, "cheap"), n_power))
+                for sub in SUBFAMILIES:
+                    cells.append(((sub, size, "channel", gate, "default", "cheap"), n_power))
+                for sub in ("linear", "drift", "nonlinear_quadratic"):
+                    cells.append(((sub, size, "channel", gate, "previous", "cheap"), n_power))
                 for kind in ("switch", "threshold"):
-                    cells.append((("bursty", size, kind, gate, "default", "cheap"), n_power))
+                    cells.append((("linear", size, kind, gate, "default", "cheap"), n_power))
     return cells
 
 
