@@ -1053,7 +1053,9 @@ def fit_mic_model(
     max_iter : int
         Maximum sweeps for the modulation stage and for the joint stage.
     tol : float
-        Relative loss decrease below which a stage has converged.
+        Relative loss decrease below which a stage has converged; for the
+        profiled joint stage (``joint``), the relative gradient norm
+        ``sqrt(g^T P^-1 g / (2 loss))`` below which it has.
     random_state : int, numpy.random.Generator or None
         Seed of the random restarts.
     warm_start : MICFit, optional
