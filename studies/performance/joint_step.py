@@ -263,10 +263,13 @@ def run_selection(cases):
                 est = mics.MICs(random_state=0, verbose=0).fit(X, Y, Z)
                 seconds = time.perf_counter() - start
             fits[joint] = est
+            res = est.cv_results_
+            means = ", ".join(f"{v:.5f}" for v in res["n_channels_mean_loss"])
             rows.append(dict(case=case, T=T, p=p, q=q, joint=joint, seconds=seconds,
                              rank=est.rank_, n_channels=est.n_channels_,
                              capped=int(np.sum(est.cv_results_["n_channels_n_capped"])),
-                             evaluations=counts.evaluations, load=os.getloadavg()[0]))  # fmt: skip
+                             evaluations=counts.evaluations, channel_mean_losses=means,
+                             load=os.getloadavg()[0]))  # fmt: skip
             print(rows[-1], flush=True)
         a, b = (fits[j].cv_results_ for j in ("alternate", "auto"))
         for key in ("rank_fold_loss", "n_channels_fold_loss"):
@@ -437,13 +440,14 @@ def _selection_section(sel):
         "the fold's source has as many coordinates as samples). One run each, in the "
         "same process; the time ratio is of those two runs.",
         "",
-        "| case | joint | rank | K | capped fold fits | profiled evaluations | seconds | load |",
-        "|---|---|---|---|---|---|---|---|",
+        "| case | joint | rank | K | mean CV loss by K | capped fold fits | "
+        "profiled evaluations | seconds | load |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sel.itertuples():
         lines.append(
-            f"| {r.case} | {r.joint} | {r.rank} | {r.n_channels} | {r.capped} | "
-            f"{r.evaluations} | {r.seconds:.1f} | {r.load:.1f} |"
+            f"| {r.case} | {r.joint} | {r.rank} | {r.n_channels} | {r.channel_mean_losses} | "
+            f"{r.capped} | {r.evaluations} | {r.seconds:.1f} | {r.load:.1f} |"
         )
     for case, g in sel.groupby("case", sort=False):
         t = g.set_index("joint").seconds
