@@ -119,3 +119,46 @@ class ManyNeuronsSelection:
 
     def peakmem_fit(self, case):
         self._fit()
+
+
+class ManyNeuronsJointStage:
+    """The p > T fixed fit with its joint stage alternated or profiled (issue 47, item 3).
+
+    ``MICs(rank=3, n_channels=2).fit`` at T=2000, p=3000, q=200, once with
+    ``mics.core.als.PROFILED_MIN_RATIO`` infinite (every joint stage
+    alternates, as before the profiled stage) and once at its default
+    ("auto": profiled where the source has as many coordinates as samples).
+    Both in one commit, so the ratio needs no second environment. On
+    commits without the setting both run the alternation.
+    """
+
+    params = (["T2000_p3000_q200"], ["alternate", "auto"])
+    param_names = ["case", "joint"]
+    rounds = 1
+    repeat = (1, 3, 30.0)
+    timeout = 600
+
+    def setup(self, case, joint):
+        warm_up()
+        self.X, self.Y, self.Z = _data(case)
+
+    def _fit(self, joint):
+        from mics.core import als
+
+        default = getattr(als, "PROFILED_MIN_RATIO", None)
+        als.PROFILED_MIN_RATIO = float("inf") if joint == "alternate" else default
+        try:
+            est = mics.MICs(rank=3, n_channels=2, random_state=0, verbose=0)
+            with quiet():
+                return est.fit(self.X, self.Y, self.Z)
+        finally:
+            als.PROFILED_MIN_RATIO = default
+
+    def time_fit(self, case, joint):
+        self._fit(joint)
+
+    def track_iterations(self, case, joint):
+        """Sweeps (alternation) or iterations (profiled), the 5 probe sweeps included."""
+        return int(self._fit(joint).n_iter_)
+
+    track_iterations.unit = "iterations"

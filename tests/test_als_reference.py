@@ -42,7 +42,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import mics
-from mics.core import compute_moments
+from mics.core import als, compute_moments
 
 T, P, Q = 400, 5, 4
 TOL = 1e-15  # relative loss decrease that stops a stage
@@ -122,8 +122,12 @@ def _fit(route, X, Y, z):
     raise ValueError(route)
 
 
+@pytest.mark.parametrize("joint", ["alternate", "profiled"])
 @pytest.mark.parametrize("route", ["moments", "data", "dask", "fit_moments"])
-def test_every_route_reaches_the_closed_form_optimum(route):
+def test_every_route_reaches_the_closed_form_optimum(route, joint, monkeypatch):
+    # the joint stage either way: by alternation (the default here, p < T)
+    # or with the baseline profiled out (mics.core.profiled)
+    monkeypatch.setattr(als, "PROFILED_MIN_RATIO", np.inf if joint == "alternate" else 0.0)
     X, Y, z = _data()
     W_ref, B_ref, D_ref, mu_ref = _reference(X, Y, z)
     with warnings.catch_warnings():

@@ -36,6 +36,7 @@ from mics.core.linalg import (
     single_blas_thread,
     solve_psd,
 )
+from mics.core.profiled import ProfiledLoss, profiled_joint_stage
 
 __all__ = [
     "MomentOperator",
@@ -45,6 +46,7 @@ __all__ = [
     "canonical_channels",
     "cp_tensor",
     "penalties",
+    "joint_method",
 ]
 
 # Sweeps each start runs before the best one is continued to convergence.
@@ -59,6 +61,28 @@ _SKETCH_SEED = 20170
 
 
 # ----------------------------------------------------------------------------- operators
+@dataclass
+class ChannelMoments:
+    """Moments of the channels' activity ``h = Phi (A kr C)`` (T, K), centred.
+
+    Attributes
+    ----------
+    ux, uz, uy : ndarray of shape (p, K), (m, K), (q, K)
+        ``X^T h``, ``Z^T h`` and ``Y^T h``.
+    H : ndarray of shape (K, K)
+        ``h^T h``.
+    held : object
+        What the operator keeps for :meth:`MomentOperator.channel_gradient`
+        (``Phi^T h`` on the moments, ``h`` on the data).
+    """
+
+    ux: np.ndarray
+    uz: np.ndarray
+    uy: np.ndarray
+    H: np.ndarray
+    held: object
+
+
 class _LinearPart:
     """Baseline quantities shared by both operators (from the linear moments)."""
 
@@ -195,6 +219,39 @@ class MomentOperator(_LinearPart):
 
     def rhs_target(self, A, C):
         return _contract_kr(self.Sphir, A, C)
+
+    def channel_moments(self, A, C):
+        """The moments of the channels' activity ``h = Phi (A kr C)`` (T, K) profiling needs.
+
+        One pass over the interaction moments (``Phi^T h``, kept for the
+        gradient) and one over each cross-moment of the interaction.
+        """
+        p, m, K = self.p, self.m, A.shape[1]
+        # T1[a, b, i, k] = sum_j M[i, a, j, b] A[j, k]: one BLAS product over the (i, j) planes
+        T1 = (self.Mab.reshape(m * m * p, p) @ A).reshape(m, m, p, K)
+        phi_h = np.einsum("abik,bk->iak", T1, C)
+        KR = (A[:, None, :] * C[None, :, :]).reshape(p * m, K)
+        return ChannelMoments(
+            ux=_contract_kr(self.Sphix, A, C),
+            uz=_contract_kr(self.Sphiz, A, C),
+            uy=_contract_kr(self.Sphiy, A, C),
+            H=KR.T @ phi_h.reshape(p * m, K),
+            held=phi_h,
+        )
+
+    def channel_gradient(self, moments, A, C, Bm, BBm, DBm):
+        """The squared error's gradient in ``A`` and ``C`` at the full residual.
+
+        ``-2 sum Phi^T (Y - X B - Z D - h Bm^T) Bm`` contracted with the
+        other factor, from ``BBm = B Bm`` and ``DBm = D Bm`` (both (., K)).
+        """
+        p, m, K = self.p, self.m, A.shape[1]
+        E = (
+            self.Sphiy.reshape(p * m, self.q) @ Bm
+            - self.Sphix.reshape(p * m, p) @ BBm
+            - self.Sphiz.reshape(p * m, m) @ DBm
+        ).reshape(p, m, K) - moments.held @ (Bm.T @ Bm)
+        return -2 * np.einsum("iak,ak->ik", E, C), -2 * np.einsum("iak,ik->ak", E, A)
 
     def channel_crosses(self, A, Bm, C, H_int):
         """Cross-moments of X and Z with the channels' activity ``h`` and ``||Y - Phi W||^2``.
@@ -343,6 +400,22 @@ class DataOperator(_LinearPart):
     def rhs_target(self, A, C):
         return self._residual_transposed_times(self._source_times(A) * self._modulator_times(C))
 
+    def channel_moments(self, A, C):
+        # through the K columns of h only: O(T (p + m + q) K); h is kept for the gradient
+        XA, ZC = self._source_times(A), self._modulator_times(C)
+        h = XA * ZC
+        h -= h.mean(axis=0)
+        return ChannelMoments(
+            ux=self.Xc.T @ h, uz=self.Zc.T @ h, uy=self.Yc.T @ h, H=h.T @ h, held=(h, XA, ZC)
+        )
+
+    def channel_gradient(self, moments, A, C, Bm, BBm, DBm):
+        # Phi^T v for the full residual times Bm, v (T, K) of mean zero: the
+        # centred interaction's mean drops out
+        h, XA, ZC = moments.held
+        v = self.Yc @ Bm - self.Xc @ BBm - self.Zc @ DBm - h @ (Bm.T @ Bm)
+        return -2 * (self.Xc.T @ (ZC * v)), -2 * (self.Zc.T @ (XA * v))
+
     def channel_crosses(self, A, Bm, C, H_int):
         # through the K columns of h only: O(T (p + m + q) K)
         h = self._source_times(A) * self._modulator_times(C)
@@ -445,7 +518,7 @@ def _channel_system(N, b, alpha, k):
 
 
 @dataclass
-class _Profile:
+class BaselineProfile:
     """The baseline solve's constants for one operator and ``alpha_B`` (:func:`baseline_path`)."""
 
     Szz_inv_Szx: np.ndarray  # (m, p)
@@ -453,9 +526,10 @@ class _Profile:
     Szz_inv_Szy: np.ndarray  # (m, q)
     Sxy_t: np.ndarray  # (p, q) the profiled cross-moments with Y
     P0: np.ndarray  # (p, q) the channel-free ridge solution
+    factorised: bool = True  # False: a singular scatter, solved by its pseudo-inverse
 
 
-def _profiled_source(op, alpha_B):
+def profiled_source(op, alpha_B):
     """The profiled source scatter's ridge solve, and the channel-free solution.
 
     Constant for a given operator and penalty, so cached on the operator:
@@ -467,15 +541,16 @@ def _profiled_source(op, alpha_B):
         Szz_inv_Szx = solve_psd(op.Szz, op.Sxz.T)
         Sxx_t = op.Sxx - op.Sxz @ Szz_inv_Szx
         A = Sxx_t + alpha_B * np.eye(op.p)
+        factorised = True
         try:
             solver = partial(linalg.cho_solve, linalg.cho_factor(A, check_finite=False))
         except linalg.LinAlgError:
             # singular (more neurons than samples, constant neurons): minimum norm
-            solver = partial(np.dot, linalg.pinvh(A))
+            solver, factorised = partial(np.dot, linalg.pinvh(A)), False
         Szz_inv_Szy = solve_psd(op.Szz, op.Szy)
         Sxy_t = op.Sxy - op.Sxz @ Szz_inv_Szy
         P0 = solver(Sxy_t)
-        cache[alpha_B] = _Profile(Szz_inv_Szx, solver, Szz_inv_Szy, Sxy_t, P0)
+        cache[alpha_B] = BaselineProfile(Szz_inv_Szx, solver, Szz_inv_Szy, Sxy_t, P0, factorised)
     return cache[alpha_B]
 
 
@@ -504,7 +579,7 @@ def baseline_path(op, ranks, alpha_B, factors=None, H_int=None):
     ``B = (B_full V_r) V_r^T`` has orthonormal ``V_r``: the callers that
     multiply by ``B`` use the factors (``p q r`` instead of ``p q^2``).
     """
-    prof = _profiled_source(op, alpha_B)
+    prof = profiled_source(op, alpha_B)
     q = op.q
     if factors is None:
         Bm, ux, uz, rw2 = np.zeros((q, 0)), np.zeros((op.p, 0)), np.zeros((op.m, 0)), op.tr_yy
@@ -909,6 +984,41 @@ def canonical_channels(A, Bm, C):
     return w[order], A[:, order], Bm[:, order], C[:, order]
 
 
+#: Smallest ratio of source coordinates to samples at which ``joint="auto"``
+#: profiles the baseline out (:func:`joint_method`).
+PROFILED_MIN_RATIO = 1.0
+
+
+def joint_method(joint, op, alpha_B, group_penalty=None):
+    """The joint stage's method for ``joint`` on ``op``: "alternate" or "profiled".
+
+    "auto" profiles the baseline out (:mod:`mics.core.profiled`) where the
+    source has at least ``PROFILED_MIN_RATIO`` times as many coordinates as
+    samples: there the baseline can represent any channel term and the
+    alternation crawls. A group penalty (not differentiable) and a
+    singular baseline scatter (no ridge with more neurons than samples:
+    the profiled loss updates its factorisation) always alternate.
+
+    Parameters
+    ----------
+    joint : {"auto", "alternate", "profiled"}
+    op : MomentOperator or DataOperator
+    alpha_B : float
+    group_penalty : GroupPenalty, optional
+
+    Returns
+    -------
+    str
+    """
+    if joint not in ("auto", "alternate", "profiled"):
+        raise ValueError(f"joint must be 'auto', 'alternate' or 'profiled', got {joint!r}.")
+    if group_penalty is not None or joint == "alternate":
+        return "alternate"
+    if joint == "auto" and op.p < PROFILED_MIN_RATIO * op.n:
+        return "alternate"
+    return "profiled" if profiled_source(op, alpha_B).factorised else "alternate"
+
+
 def fit_mic_model(
     op,
     rank,
@@ -924,6 +1034,7 @@ def fit_mic_model(
     accelerate=True,
     group_penalty=None,
     dense_start=None,
+    joint="auto",
 ):
     """Fit the MIC model in three stages (baseline, modulation, joint).
 
@@ -941,7 +1052,9 @@ def fit_mic_model(
     max_iter : int
         Maximum sweeps for the modulation stage and for the joint stage.
     tol : float
-        Relative loss decrease below which a stage has converged.
+        Relative loss decrease below which a stage has converged; for the
+        profiled joint stage (``joint``), the relative gradient norm
+        ``sqrt(g^T P^-1 g / (2 loss))`` below which it has.
     random_state : int, numpy.random.Generator or None
         Seed of the random restarts.
     warm_start : MICFit, optional
@@ -969,6 +1082,18 @@ def fit_mic_model(
         path passes each fold's dense fit to its sparse candidates
         (:func:`mics.model.warm_path.warm_path`). Ignored without a group
         penalty.
+    joint : {"auto", "alternate", "profiled"}, default="auto"
+        How the joint stage minimises the loss over the baseline and the
+        channels together. "alternate": (baseline | channels) and (channels
+        | baseline) in turn, with the line search of ``accelerate``, until
+        the relative loss decrease is below ``tol``. "profiled": the
+        baseline and the target patterns profiled out (variable projection,
+        :mod:`mics.core.profiled`) and the source and modulator patterns
+        moved by preconditioned L-BFGS from the best probed start (the
+        modulation stage is then not continued on its own), until the
+        decrease a block-Newton step predicts from the gradient is below
+        ``tol`` of the loss. "auto": as :func:`joint_method` decides from
+        the problem's shape. A group penalty always alternates.
 
     Returns
     -------
@@ -990,7 +1115,32 @@ def fit_mic_model(
             accelerate,
             group_penalty,
             dense_start,
+            joint,
         )
+
+
+def _profiled_stage(
+    op, rank, K, alpha_B, alpha_W, max_iter, tol, best, history, init_losses, base_loss
+):
+    """Stage 3 by variable projection (:mod:`mics.core.profiled`) from the state ``best``."""
+    pf, _, mf = op.sizes  # joint or channel-by-channel Grams as the alternation decides
+    loss = ProfiledLoss(op, rank, alpha_B, alpha_W, profiled_source(op, alpha_B))
+    point, joint_history, converged = profiled_joint_stage(
+        loss, best.A, best.C, max_iter, tol, K * pf <= _JOINT_SOLVE_MAX, K * mf <= _JOINT_SOLVE_MAX
+    )
+    n_iter = len(history) + len(joint_history) - 1  # its first entry is the start
+    if not converged:
+        warnings.warn(
+            f"MIC joint refinement did not converge in max_iter={max_iter} iterations "
+            "(or found no lower loss along its search direction); increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+    w, A, Bm, C = canonical_channels(point.A, point.Bm, point.C)
+    return MICFit(
+        point.B, point.D, w, A, Bm, C, np.asarray(history + joint_history), n_iter, converged,
+        init_losses, base_loss, point.basis,
+    )  # fmt: skip
 
 
 def warm_start_patterns(previous, Ub, Uc, K):
@@ -1040,6 +1190,7 @@ def _fit_mic_model(
     accelerate=True,
     group_penalty=None,
     dense_start=None,
+    joint="auto",
 ):
     rng = np.random.default_rng(random_state)
     group = group_penalty
@@ -1066,6 +1217,7 @@ def _fit_mic_model(
             basis,
         )
     base_penalty = alpha_B * np.sum(B**2)
+    profiled = joint_method(joint, op, alpha_B, group) == "profiled"
     if group is not None and dense_start is not None and dense_start.weights.size == K:
         # The sparse stage from a given dense fit: its factors as the
         # balanced ALS holds them (patterns times the cube root of the weights)
@@ -1122,7 +1274,12 @@ def _fit_mic_model(
         # The history starts at the kept start's first sweep: a random start with
         # penalised factors need not be below the channel-free loss at sweep one.
         history = list(best.history)
-        if not converged and max_iter > n_probe:
+        if profiled:
+            # the joint stage moves the channels from here: run on their own
+            # with the baseline fixed, they would converge to a point the
+            # joint stage then leaves (at T = 2000, p = 3000, 21 sweeps)
+            converged = True
+        elif not converged and max_iter > n_probe:
             best, converged = _als_sweeps(
                 op,
                 best.Bm,
@@ -1155,6 +1312,9 @@ def _fit_mic_model(
             )
             history = list(best.history)
     n_iter = len(history)
+    if profiled:
+        return _profiled_stage(op, rank, K, alpha_B, alpha_W, max_iter, tol, best, history,
+                               init_losses, base_loss)  # fmt: skip
     # Stage 3: alternate (baseline | channels) and (channels | baseline).
     A, Bm, C, H_int = best.A, best.Bm, best.C, best.H_int
     joint_converged = False
