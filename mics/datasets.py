@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from mics.io._common import DATA_DIR_ENV
+from mics.io import DATA_DIR_ENV
 
 __all__ = [
     "PARK2024_SESSIONS",

@@ -106,6 +106,22 @@ class _LinearPart:
         p, _, m = self.sizes
         return self._interaction_trace / (p * m)
 
+    #: Caches of fits on this operator that a later fit of the same fold reuses
+    #: (the probed starts, the baseline profile): kept across a sequential
+    #: channel search without keeping the operator itself.
+    _FIT_CACHES = ("_init_cache", "_profile_cache")
+
+    def fit_caches(self):
+        """The caches of earlier fits on this operator, to hand to a rebuilt one."""
+        return {k: self.__dict__[k] for k in self._FIT_CACHES if k in self.__dict__}
+
+    def restore_caches(self, caches):
+        """Take over :meth:`fit_caches` of an earlier operator of the same fold."""
+        for key, value in (caches or {}).items():
+            if key not in self._FIT_CACHES:
+                raise KeyError(f"not a fit cache of an operator: {key!r}")
+            self.__dict__[key] = value
+
     def _draw(self, mode, F):
         """A random draw ``F`` of the full problem's ``mode`` in this operator's coordinates."""
         return F if self.embedding is None else self.embedding.draw(mode, F)

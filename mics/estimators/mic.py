@@ -344,6 +344,32 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         warn_fold_outliers(getattr(self, "cv_results_", None))
         return self
 
+    @property
+    def input_labels(self):
+        """Labels of the last fit's labelled inputs, or None (NumPy inputs, not fitted).
+
+        A tuple of ``mics.data.labels.LabelInfo`` (or None) for the source,
+        target and modulator: the neuron and modulator names that plots,
+        saved models and DataArray outputs carry.
+        """
+        return getattr(self, "_labels", None)
+
+    @property
+    def target_is_1d(self):
+        """Whether the target was one column (predictions are then 1-D)."""
+        return bool(getattr(self, "_y_1d", False))
+
+    def restore_inputs(self, labels, y_1d):
+        """Set what the last fit knew of its inputs (labels, 1-D target): for :func:`mics.load`.
+
+        Parameters
+        ----------
+        labels : tuple of (LabelInfo or None) * 3 or None
+        y_1d : bool
+        """
+        self._labels = labels
+        self._y_1d = bool(y_1d)
+
     def fit_problem(self, problem):
         """Fit on a prepared :class:`mics.data.Problem` (what :meth:`fit` does after checks).
 
@@ -505,7 +531,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
     def _unwrap_like_fit(self, data, role):
         """Unwrap a predict-time input and put its neurons in the fitted order."""
         arr, info = unwrap(data, role)
-        labels = getattr(self, "_labels", None)
+        labels = self.input_labels
         fitted = None if labels is None else labels[{"X": 0, "Z": 2}[role]]
         if info is not None and fitted is not None and info.feature_dim == fitted.feature_dim:
             ids = list(info.features)
@@ -634,8 +660,8 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
                 raise ValueError("this model was fitted with a modulator: pass Z to predict.")
             Z, _ = self._unwrap_like_fit(Z, "Z")
             Y = Y + self._modulation_term(X, Z)
-        if getattr(self, "_labels", None) is not None or ix is not None:
-            iy = self._labels[1] if getattr(self, "_labels", None) is not None else None
+        if self.input_labels is not None or ix is not None:
+            iy = self._labels[1] if self.input_labels is not None else None
             return wrap_timeseries(Y, ix, iy)
         return Y[:, 0] if self._y_1d else Y
 
@@ -673,7 +699,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         from mics.model.decomposition import communication_matrix
 
         B_z = communication_matrix(self, z)
-        labels = getattr(self, "_labels", None)
+        labels = self.input_labels
         return B_z if labels is None else wrap_matrix(B_z, labels[0], labels[1])
 
     def modulation_tensor(self):

@@ -202,7 +202,7 @@ def model_to_dataset(model):
                 f"fitted attribute {name} of type {type(value).__name__} cannot be saved."
             )
     labels = {}
-    for role, info in zip(_ROLES, getattr(model, "_labels", None) or (), strict=False):
+    for role, info in zip(_ROLES, model.input_labels or (), strict=False):
         if info is not None:
             labels[role] = _add_labels(variables, info, role)
     params, dropped = _params(model)
@@ -216,7 +216,7 @@ def model_to_dataset(model):
         "params_not_saved": json.dumps(dropped),
         "layout": json.dumps(layout),
         "labels": json.dumps(labels),
-        "y_1d": np.int8(bool(getattr(model, "_y_1d", False))),
+        "y_1d": np.int8(model.target_is_1d),
         "title": f"fitted {type(model).__name__} model (reopen with mics.load)",
     }
     return ds
@@ -327,8 +327,10 @@ def model_from_dataset(ds, source="dataset"):
         else:
             value = _read_array(ds, name, entry)
         setattr(model, name, value)
-    model._labels = _read_labels(ds, json.loads(ds.attrs.get("labels", "{}")))
-    model._y_1d = bool(int(ds.attrs.get("y_1d", 0)))
+    model.restore_inputs(
+        _read_labels(ds, json.loads(ds.attrs.get("labels", "{}"))),
+        bool(int(ds.attrs.get("y_1d", 0))),
+    )
     return model
 
 

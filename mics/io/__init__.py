@@ -39,7 +39,7 @@ Typical use::
 
 from __future__ import annotations
 
-from mics.io._common import data_dir
+from mics.io._common import DATA_DIR_ENV, data_dir
 from mics.io._inputs import build_inputs
 from mics.io.caiman import load_caiman
 from mics.io.nwb import load_nwb
@@ -47,6 +47,7 @@ from mics.io.park2024 import load_park2024
 from mics.io.suite2p import load_suite2p
 
 __all__ = [
+    "DATA_DIR_ENV",
     "build_inputs",
     "data_dir",
     "load_caiman",

@@ -179,7 +179,6 @@ def summarize_cv(candidates, fold_loss, key):
 # Caches an operator keeps of its own training moments (the HOSVD start and
 # the profiled baseline solve): carried between the stages of a selection
 # when the fold's operator itself is rebuilt.
-_FOLD_CACHES = ("_init_cache", "_profile_cache")
 
 
 def _fold_states(estimator, n_folds):
@@ -275,7 +274,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
     else:
         op, cm = _training_operator(estimator, total, fold, data)
         if state is not None:
-            op.__dict__.update(state.get("caches", {}))
+            op.restore_caches(state.get("caches"))
     score = fold_scorer(estimator, fold, cm, data)
     pen = penalties(op, estimator.alpha, estimator.alpha_channels, **sparse_settings(estimator))
     if stage == "rank":
@@ -302,7 +301,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
         if moments and _nbytes(op) + _nbytes(light) <= state["keep_bytes"]:
             state["operator"] = (op, light)
         else:
-            state["caches"] = {k: op.__dict__[k] for k in _FOLD_CACHES if k in op.__dict__}
+            state["caches"] = op.fit_caches()
     return losses, state
 
 

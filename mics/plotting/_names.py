@@ -31,7 +31,7 @@ def fitted_names(model, role):
         The neuron ids / modulator names of the DataArray the model was
         fitted on, in the fitted order.
     """
-    labels = getattr(model, "_labels", None)
+    labels = getattr(model, "input_labels", None)
     if labels is not None and labels[ROLE_INDEX[role]] is not None:
         return [str(v) for v in labels[ROLE_INDEX[role]].features]
     value = getattr(model, _ATTRIBUTE[role], None)
@@ -101,7 +101,7 @@ def modulator_units(model, Z, values):
         found = _units_of(Z.attrs, coords, m)
         if found is not None:
             return found
-    labels = getattr(model, "_labels", None)
+    labels = getattr(model, "input_labels", None)
     info = labels[2] if labels is not None and len(labels) > 2 else None
     if info is not None:
         found = _units_of(info.attrs, info.feature_coords, m)

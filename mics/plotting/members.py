@@ -118,7 +118,7 @@ _ROLE_MARKERS = {"source": "o", "target": "^", "modulator": "s"}
 
 def _role_coords(model, role):
     """Per-neuron coordinates (name -> values) the model kept for one role, and attrs."""
-    labels = getattr(model, "_labels", None)
+    labels = getattr(model, "input_labels", None)
     info = None if labels is None or len(labels) <= ROLE_INDEX[role] else labels[ROLE_INDEX[role]]
     if info is not None:
         return dict(info.feature_coords), dict(info.attrs)
