@@ -162,7 +162,7 @@ class Problem:
             source_terms,
         )
 
-        total, _ = self.fold_moments(None, interaction=False)
+        total = self._source_target_sums()
         n = total.n
         Sxx = total.Sxx - np.outer(total.sx, total.sx) / n
         Sxy = total.Sxy - np.outer(total.sx, total.sy) / n
@@ -256,6 +256,11 @@ class Problem:
         if self.groups is None or not _TRIAL_MEANS:
             return self.X
         return self._with_trial_means()
+
+    def _source_target_sums(self):
+        """Sums of the source and target (``RawLinearMoments``-like: ``n``, ``sx``, ``Sxx``...)."""
+        total, _ = self.fold_moments(None, interaction=False)
+        return total
 
     def _with_trial_means(self):  # pragma: no cover - abstract
         """``[X, X_bar]``: each sample beside the mean of its trial."""
@@ -412,7 +417,9 @@ class ChunkedProblem(Problem):
 
         design = modulator_design(self.Z) if nonlinear else self.Z
         if extra:
-            design = da.concatenate([design, *extra], axis=1).rechunk({1: -1})
+            design = da.concatenate([design, *extra], axis=1)
+        # on the target's row blocks (the extra columns come from the source's)
+        design = design.rechunk((self.Y.chunks[0], -1))
         return replace(self, Y=residualize(self.Y, design))
 
     def rolled(self, shift):
@@ -428,6 +435,12 @@ class ChunkedProblem(Problem):
 
         X, Y, Z = (rows(a, index) for a in (self.X, self.Y, self.Z))
         return replace(self, X=X, Y=Y, Z=Z, groups=groups, Z_fitted=None, conditional=None)
+
+    def _source_target_sums(self):
+        from mics.data.chunked import xy_fold_moments
+
+        total, _, _ = xy_fold_moments(self.X, self.Y, [])
+        return total
 
     def _with_trial_means(self):
         from mics.data.chunked import with_trial_means
