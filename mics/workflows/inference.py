@@ -1176,18 +1176,7 @@ def bootstrap_channels(
         raise ValueError("bootstrap_channels needs the modulator Z the model was fitted with.")
     problem = make_problem(X, Y, Z, groups=groups).unlabelled()
     n, groups = problem.n_samples, problem.groups
-    fitted = (
-        np.asarray(model.source_mean_).size,
-        np.atleast_1d(model.intercept_).size,
-        np.asarray(model.modulator_mean_).size,
-    )
-    roles = ("source X", "target Y", "modulator Z")
-    for name, got, want in zip(roles, problem.shape[1:], fitted, strict=True):
-        if got != want:
-            raise ValueError(
-                f"{name} has {got} columns but the model was fitted with {want}: pass the "
-                "data the model was fitted on."
-            )
+    _check_fitted_columns(model, problem)
     if groups is None:
         if block_length is None:
             block_length = max(1, int(round(np.sqrt(n))))
@@ -1207,16 +1196,58 @@ def bootstrap_channels(
         draw = trial_subsample_indices if half else trial_bootstrap_indices
         draws_idx = [draw(groups, rng) for _ in range(n_boot)]
     variants = ((problem.resampled(i, g), s) for (i, g), s in zip(draws_idx, seeds, strict=True))
-    fits = list(
-        problem.map(
-            partial(_boot_fit, fixed),
-            variants,
-            n_jobs=n_jobs,
-            desc="bootstrap",
-            verbose=verbose,
-            total=n_boot,
-        )
+    fits = problem.map(
+        partial(_boot_fit, fixed),
+        variants,
+        n_jobs=n_jobs,
+        desc="bootstrap",
+        verbose=verbose,
+        total=n_boot,
     )
+    ds = _aligned_draws(model, fits, metric)
+    lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+    # Intervals carry the decomposition's own variable names with a `bound`
+    # dimension, so `mics.model.summarize(model.decompose(), out)`
+    # reports them; the draws stay available with a `_draws` suffix.
+    bounds = ds.quantile([lo, hi], dim="boot").rename(quantile="bound")
+    out = bounds.assign_coords(bound=["low", "high"])
+    out = xr.merge([out, ds.rename({k: f"{k}_draws" for k in ds.data_vars})])
+    out.attrs.update(
+        confidence=confidence,
+        n_boot=n_boot,
+        block_length=-1 if block_length is None else block_length,
+        resampling=("block" if groups is None else "trial") + ("-half" if half else ""),
+        metric=metric,
+    )
+    return out
+
+
+def _check_fitted_columns(model, problem):
+    """Refuse data with other columns than the model was fitted on."""
+    fitted = (
+        np.asarray(model.source_mean_).size,
+        np.atleast_1d(model.intercept_).size,
+        np.asarray(model.modulator_mean_).size,
+    )
+    roles = ("source X", "target Y", "modulator Z")
+    for name, got, want in zip(roles, problem.shape[1:], fitted, strict=True):
+        if got != want:
+            raise ValueError(
+                f"{name} has {got} columns but the model was fitted with {want}: pass the "
+                "data the model was fitted on."
+            )
+
+
+def _aligned_draws(model, fits, metric):
+    """The refits' channels aligned to the model's (order and signs), with their decompositions.
+
+    Returns
+    -------
+    xarray.Dataset
+        Every variable with a leading ``boot`` dimension.
+    """
+    import xarray as xr
+
     draws = {k: [] for k in ("w", "a", "b", "c", "frac", "total", "energy")}
     parts = ("reshape", "private_source", "private_target", "new")
     for f in fits:
@@ -1252,18 +1283,4 @@ def bootstrap_channels(
         ds[p] = (("boot", "channel"), frac[:, i])
         ds[f"total_{p}"] = ("boot", total[:, i])
         ds[f"energy_{p}"] = ("boot", energy[:, i])
-    lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
-    # Intervals carry the decomposition's own variable names with a `bound`
-    # dimension, so `mics.model.summarize(model.decompose(), out)`
-    # reports them; the draws stay available with a `_draws` suffix.
-    bounds = ds.quantile([lo, hi], dim="boot").rename(quantile="bound")
-    out = bounds.assign_coords(bound=["low", "high"])
-    out = xr.merge([out, ds.rename({k: f"{k}_draws" for k in ds.data_vars})])
-    out.attrs.update(
-        confidence=confidence,
-        n_boot=n_boot,
-        block_length=-1 if block_length is None else block_length,
-        resampling=("block" if groups is None else "trial") + ("-half" if half else ""),
-        metric=metric,
-    )
-    return out
+    return ds

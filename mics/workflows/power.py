@@ -309,11 +309,7 @@ def _power_analysis(
     for g in geometries:
         if g not in GEOMETRIES:
             raise ValueError(f"unknown geometry {g!r}; choose from {list(GEOMETRIES)}.")
-    strengths = np.sort(np.asarray(strengths, dtype=float).ravel())
-    if strengths.size == 0 or np.any(~np.isfinite(strengths)):
-        raise ValueError("strengths must be a non-empty sequence of finite fractions.")
-    if strengths[0] < 0 or strengths[-1] >= 1:
-        raise ValueError(f"strengths must lie in [0, 1), got {strengths.tolist()}.")
+    strengths = _checked_strengths(strengths)
     if Z is None:
         raise ValueError("power_analysis needs a modulator Z.")
     if isinstance(conditions, str):
@@ -346,20 +342,7 @@ def _power_analysis(
     base = fit_problem(gain_params(estimator, n_channels=0), problem)
     rank = int(base.rank)
     U, _, V = orthonormal_svd(np.asarray(base.fit.coef), rank)
-    p, q = X.shape[1], Y.shape[1]
-    for g in geometries:
-        a_place, b_place = GEOMETRIES[g]
-        for place, size, name in ((a_place, p, "source"), (b_place, q, "target")):
-            if place == "in" and rank == 0:
-                raise ValueError(
-                    f"geometry {g!r} puts the {name} pattern in the baseline subspace, but the "
-                    "recording's baseline has rank 0; use 'new' or 'random'."
-                )
-            if place == "out" and rank >= size:
-                raise ValueError(
-                    f"geometry {g!r} puts the {name} pattern outside the baseline subspace, "
-                    f"which fills all {size} {name} dimensions; use 'reshape' or 'random'."
-                )
+    _check_geometries(geometries, rank, X.shape[1], np.shape(Y)[1])
     settings = dict(
         n_permutations=n_permutations,
         min_shift=min_shift,
@@ -422,6 +405,33 @@ def _power_analysis(
         rank=rank,
         settings={k: v for k, v in settings.items() if k != "conditions"},
     )
+
+
+def _checked_strengths(strengths):
+    """Planted strengths, sorted: finite fractions in [0, 1)."""
+    strengths = np.sort(np.asarray(strengths, dtype=float).ravel())
+    if strengths.size == 0 or np.any(~np.isfinite(strengths)):
+        raise ValueError("strengths must be a non-empty sequence of finite fractions.")
+    if strengths[0] < 0 or strengths[-1] >= 1:
+        raise ValueError(f"strengths must lie in [0, 1), got {strengths.tolist()}.")
+    return strengths
+
+
+def _check_geometries(geometries, rank, p, q):
+    """Refuse geometries the recording's baseline subspaces cannot hold."""
+    for g in geometries:
+        a_place, b_place = GEOMETRIES[g]
+        for place, size, name in ((a_place, p, "source"), (b_place, q, "target")):
+            if place == "in" and rank == 0:
+                raise ValueError(
+                    f"geometry {g!r} puts the {name} pattern in the baseline subspace, but the "
+                    "recording's baseline has rank 0; use 'new' or 'random'."
+                )
+            if place == "out" and rank >= size:
+                raise ValueError(
+                    f"geometry {g!r} puts the {name} pattern outside the baseline subspace, "
+                    f"which fills all {size} {name} dimensions; use 'reshape' or 'random'."
+                )
 
 
 def _crossing(strengths, rates, level):
