@@ -355,37 +355,11 @@ def _power_analysis(
     )
     shape = (len(geometries), strengths.size, n_sims)
     seeds = rng.randint(np.iinfo(np.int32).max, size=shape)
-    p_values = np.empty(shape)
-    bar = tqdm(total=int(np.prod(shape)), desc="power simulations", disable=not verbose)
-    for i, g in enumerate(geometries):
-        a_place, b_place = GEOMETRIES[g]
-        for j, s in enumerate(strengths):
-            for k in range(n_sims):
-                draw = np.random.RandomState(seeds[i, j, k])
-                if kind == "circular":
-                    copy = residualized.rolled(draw.randint(shift_min, n - shift_min + 1))
-                else:
-                    index = trial_permutation_indices(codes, draw, conditions)
-                    copy = residualized.permuted(index)
-                z = np.asarray(copy.Z, dtype=float)
-                a = _placed(draw, U, a_place)
-                b = _placed(draw, V, b_place)
-                c = _placed(draw, np.zeros((Z.shape[1], 0)), "free")
-                res = test_modulation(
-                    estimator,
-                    X,
-                    plant_channel(X, residual, z, s, a, b, c),
-                    z,
-                    groups=codes,
-                    n_boot=0,
-                    n_jobs=n_jobs,
-                    verbose=0,
-                    random_state=draw,
-                    **settings,
-                )
-                p_values[i, j, k] = res.p_value
-                bar.update()
-    bar.close()
+    copies = _NullCopies(residualized, residual, kind, shift_min if kind == "circular" else 0,
+                         conditions)  # fmt: skip
+    p_values = _planted_p_values(
+        estimator, copies, (U, V), geometries, strengths, seeds, settings, n_jobs, verbose
+    )
     detections = np.sum(p_values <= alpha, axis=2)
     low, high = clopper_pearson(detections, n_sims, confidence)
     rates = detections / n_sims
@@ -405,6 +379,62 @@ def _power_analysis(
         rank=rank,
         settings={k: v for k, v in settings.items() if k != "conditions"},
     )
+
+
+@dataclass(frozen=True)
+class _NullCopies:
+    """How a power analysis draws its null copies of the recording (as the test's null)."""
+
+    problem: object  # residualised (and conditioned) recording
+    residual: np.ndarray  # its target, into which channels are planted
+    kind: str  # "circular" or "trial"
+    shift_min: int
+    conditions: object
+
+    def draw(self, rng):
+        """One copy's modulator (the recording's predictable part kept)."""
+        n = self.problem.n_samples
+        if self.kind == "circular":
+            copy = self.problem.rolled(rng.randint(self.shift_min, n - self.shift_min + 1))
+        else:
+            index = trial_permutation_indices(self.problem.groups, rng, self.conditions)
+            copy = self.problem.permuted(index)
+        return np.asarray(copy.Z, dtype=float)
+
+
+def _planted_p_values(estimator, copies, subspaces, geometries, strengths, seeds, settings,
+                      n_jobs, verbose):  # fmt: skip
+    """The test's p-value on every planted copy: (geometries, strengths, simulations)."""
+    U, V = subspaces
+    X = np.asarray(copies.problem.X, dtype=float)
+    m = copies.problem.Z.shape[1]
+    p_values = np.empty(seeds.shape)
+    bar = tqdm(total=int(seeds.size), desc="power simulations", disable=not verbose)
+    for i, g in enumerate(geometries):
+        a_place, b_place = GEOMETRIES[g]
+        for j, s in enumerate(strengths):
+            for k in range(seeds.shape[2]):
+                draw = np.random.RandomState(seeds[i, j, k])
+                z = copies.draw(draw)
+                a = _placed(draw, U, a_place)
+                b = _placed(draw, V, b_place)
+                c = _placed(draw, np.zeros((m, 0)), "free")
+                res = test_modulation(
+                    estimator,
+                    X,
+                    plant_channel(X, copies.residual, z, s, a, b, c),
+                    z,
+                    groups=copies.problem.groups,
+                    n_boot=0,
+                    n_jobs=n_jobs,
+                    verbose=0,
+                    random_state=draw,
+                    **settings,
+                )
+                p_values[i, j, k] = res.p_value
+                bar.update()
+    bar.close()
+    return p_values
 
 
 def _checked_strengths(strengths):
