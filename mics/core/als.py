@@ -126,7 +126,8 @@ class _LinearPart:
         """A random draw ``F`` of the full problem's ``mode`` in this operator's coordinates."""
         return F if self.embedding is None else self.embedding.draw(mode, F)
 
-    def _init_linear(self, cm):
+    def _init_linear(self, cm, embedding):
+        self.embedding = embedding
         self.n = cm.n
         self.Sxx, self.Sxz, self.Szz = cm.Sxx, cm.Sxz, cm.Szz
         self.Sxy, self.Szy = cm.Sxy, cm.Szy
@@ -159,6 +160,9 @@ class MomentOperator(_LinearPart):
     ----------
     cm : CenteredMoments
         With the interaction moments (``M``, ``Sphix``, ``Sphiz``, ``Sphiy``).
+    embedding : object, optional
+        The exact reduction the coordinates come from (see
+        :attr:`_LinearPart.embedding`); None for a problem fitted on its neurons.
     """
 
     #: Smallest order of a channel-by-channel solve done by warm-started
@@ -172,8 +176,8 @@ class MomentOperator(_LinearPart):
     cg_min_order = np.inf
     cg_iterations = 8
 
-    def __init__(self, cm):
-        self._init_linear(cm)
+    def __init__(self, cm, *, embedding=None):
+        self._init_linear(cm, embedding)
         p, m = self.p, self.m
         # (a, b, i, j) layout: both contractions below are then single BLAS
         # products over contiguous (i, j) planes.
@@ -308,6 +312,8 @@ class DataOperator(_LinearPart):
     rows : ndarray of int, optional
         Training rows (a cross-validation fold): gathered and centred in one
         copy per array, the only copy of the data the fold makes.
+    embedding : object, optional
+        As for :class:`MomentOperator`.
     """
 
     #: As :attr:`MomentOperator.cg_min_order`. Here an iteration costs two
@@ -318,8 +324,8 @@ class DataOperator(_LinearPart):
     cg_min_order = 1000
     cg_iterations = 50
 
-    def __init__(self, cm, X, Y, Z, rows=None):
-        self._init_linear(cm)
+    def __init__(self, cm, X, Y, Z, rows=None, *, embedding=None):
+        self._init_linear(cm, embedding)
         self.Xc, self.Zc, self.Yc = (
             _centred_rows(a, mean, rows)
             for a, mean in ((X, cm.x_mean), (Z, cm.z_mean), (Y, cm.y_mean))
