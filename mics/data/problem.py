@@ -172,6 +172,11 @@ class Problem:
         basis = drift_basis(session_position(n, self.groups), drift_df) if drift_df > 1 else None
         return source_terms(components, basis)
 
+    def quadratic_source_terms_count(self, k=3):
+        """How many of :meth:`reduced_source_terms` come first as pairwise products."""
+        k = min(k, self.shape[1], self.shape[2])
+        return k * (k + 1) // 2
+
     def rolled(self, shift):  # pragma: no cover - abstract
         """The problem with ``Z`` shifted circularly by ``shift`` samples."""
         raise NotImplementedError

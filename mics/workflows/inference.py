@@ -120,6 +120,12 @@ class ModulationTest:
         Held-out share of the target's variance that the baseline
         communication (rank ``rank``) explains beyond the additive model, on
         the same folds as the effect size; NaN when not measured.
+    source_map_r2 : float
+        How nonlinear the source -> target map is: the share of the target's
+        variance (beyond the additive modulator effect and the drifting linear
+        map of the leading communicated components) that their pairwise
+        products explain, adjusted for their degrees of freedom in trials;
+        NaN with ``source_map="linear"``.
     """
 
     statistic: float
@@ -144,6 +150,7 @@ class ModulationTest:
     modulator_r2_drift: float = np.nan
     modulator_r2_source: float = np.nan
     baseline_gain: float = np.nan
+    source_map_r2: float = np.nan
 
     @property
     def relative_effect(self):
@@ -491,6 +498,7 @@ def test_modulation(
         condition_on=reduced.condition_on,
         modulator_r2_drift=reduced.r2("drift"),
         modulator_r2_source=reduced.r2("source"),
+        source_map_r2=reduced.source_map_r2,
         **effect,
     )
 
@@ -512,12 +520,18 @@ class ReducedProblem:
         modulator's reduced design, as the recording's was.
     conditional : mics.core.conditioning.ConditionalFit or None
     condition_on : tuple of str
+    source_map_r2 : float
+        How nonlinear the source -> target map is: the share of the target's
+        variance left by the additive modulator effect and the (drifting)
+        linear map that the quadratic terms explain, adjusted for their
+        degrees of freedom counted in trials; NaN without them.
     """
 
     problem: object
     reduce: object
     conditional: object
     condition_on: tuple
+    source_map_r2: float = np.nan
 
     def r2(self, part):
         """The share of the modulator ``part`` (``"drift"``, ``"source"``) kept; NaN: not kept."""
@@ -551,6 +565,13 @@ def reduced_problem(estimator, problem, *, additive, source_map, condition_on, d
         terms = problem.reduced_source_terms(drift_df=drift_df)
     elif source_map != "linear":
         raise ValueError(f"source_map must be 'quadratic' or 'linear', got {source_map!r}.")
+    source_map_r2 = np.nan
+    if terms:
+        # how nonlinear the map is: the quadratic terms beyond the drifting linear ones
+        n_quad = problem.quadratic_source_terms_count()
+        linear = problem.residualized(nonlinear=nonlinear, extra=terms[n_quad:])
+        full = problem.residualized(nonlinear=nonlinear, extra=terms)
+        source_map_r2 = _adjusted_r2(linear, full, n_quad)
     problem = problem.residualized(nonlinear=nonlinear, extra=terms)
     conditional = None
     if condition_on:
@@ -561,7 +582,17 @@ def reduced_problem(estimator, problem, *, additive, source_map, condition_on, d
             drift_df=drift_df,
         )
     reduce = partial(_reduced, nonlinear=nonlinear, extra=terms)
-    return ReducedProblem(problem, reduce, conditional, condition_on)
+    return ReducedProblem(problem, reduce, conditional, condition_on, source_map_r2)
+
+
+def _adjusted_r2(before, after, k):
+    """``1 - RSS_after / RSS_before`` of the targets, adjusted for ``k`` columns (in trials)."""
+    rss_before = float(np.sum(np.asarray(before.Y, dtype=float) ** 2))
+    rss_after = float(np.sum(np.asarray(after.Y, dtype=float) ** 2))
+    units = before.n_samples if before.groups is None else int(np.unique(before.groups).size)
+    if rss_before <= 0 or units <= k + 1:
+        return np.nan
+    return 1.0 - (rss_after / rss_before) * (units - 1) / (units - k - 1)
 
 
 @dataclass(frozen=True)
@@ -879,6 +910,12 @@ def diagnostics_text(test):
         + " and ".join(parts)
         + ") and permuted the rest"
     )
+    if np.isfinite(test.source_map_r2):
+        text += (
+            f"; a quadratic source -> target map explains "
+            f"{_percent(max(test.source_map_r2, 0.0))} of the target's variance beyond the "
+            "linear one (in the reduced model)"
+        )
     if np.isfinite(test.modulator_r2_source) and test.modulator_r2_source > 0.8:
         text += (
             "; the source predicts most of the modulator, so gating by it cannot be told "
