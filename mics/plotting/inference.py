@@ -11,6 +11,13 @@ from mics.workflows.inference import format_p_value
 __all__ = ["plot_null_distribution", "plot_bootstrap_intervals"]
 
 
+_VERDICT_WORDS = {
+    "gating": "gating detected",
+    "pairing": "pairing matters, no gating effect",
+    "none": "no modulation detected",
+}
+
+
 def plot_null_distribution(result, ax=None, bins=None):
     """Null distribution of the modulation test with the observed statistic.
 
@@ -30,7 +37,8 @@ def plot_null_distribution(result, ax=None, bins=None):
     ax : matplotlib.axes.Axes
         The null histogram (one ``BarContainer``, counts of null fits), a
         vertical line labelled ``observed`` at ``result.statistic`` and the
-        p-value and null kind in the title.
+        p-value, the null kind and the graded verdict (gating detected, pairing
+        only, or not detected: :meth:`ModulationTest.verdict`) in the title.
 
     Raises
     ------
@@ -58,7 +66,10 @@ def plot_null_distribution(result, ax=None, bins=None):
     kind = getattr(result, "null", "circular")
     # With n permutations the p-value cannot go below 1 / (n + 1): say so.
     p_text = format_p_value(result.p_value, null.size).replace(" (", "\n(")
-    ax.set_title(f"modulation test, {kind} null: {p_text}", fontsize="medium")
+    # The verdict graded by the effect size, so the figure says what the sentence says.
+    verdict = getattr(result, "verdict", None)
+    grade = _VERDICT_WORDS.get(verdict() if callable(verdict) else "", "modulation test")
+    ax.set_title(f"{grade}, {kind} null: {p_text}", fontsize="medium")
     ax.set_xlabel("best CV improvement of a channel model over K = 0 (NSE)")
     ax.set_ylabel("null fits")
     ax.legend(loc="upper center", fontsize="small")
