@@ -8,8 +8,14 @@ part of the ``mics`` API.
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import shlex
+import subprocess
 import sys
+import time
 import warnings
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -458,3 +464,160 @@ def rate_row(p_values, alpha=0.05):
 def rate_text(row):
     """``"3/100 (0.030, 95% CI [0.006, 0.085])"`` from a row of :func:`rate_row`."""
     return f"{row.rejected}/{row.n} ({row.rate:.3f}, 95% CI [{row.ci_low:.3f}, {row.ci_high:.3f}])"
+
+
+# ------------------------------------------------------------------------- run records
+class RunRecord:
+    """How one run of a study was made: its command, seeds, run time and load.
+
+    Start it when the study starts and :meth:`finish` it into the results
+    folder; the study's README then says how its tables were made
+    (:func:`run_lines`), and a report-only pass (the README rebuilt from the
+    tables) reads the same record instead of re-timing anything.
+
+    Parameters
+    ----------
+    script : path-like
+        The study's file (``__file__``): the command names it from the
+        repository root.
+    argv : list of str, optional
+        The arguments of the run (default: ``sys.argv[1:]``).
+    seeds : str
+        The seeds in words (e.g. ``"0-49 (null data sets), 100-102 (power)"``).
+    part : str
+        For a study run in parts (one command per part): the part's name;
+        each part keeps its own record in the same file.
+    """
+
+    def __init__(self, script, argv=None, *, seeds="", part="all"):
+        argv = sys.argv[1:] if argv is None else list(argv)
+        try:
+            where = Path(script).resolve().relative_to(ROOT)
+        except ValueError:  # a copy of a study outside the repository
+            where = Path(script).name
+        self.part = part
+        self.record = dict(
+            command=shlex.join(["python", str(where), *map(str, argv)]),
+            seeds=seeds,
+            started=datetime.now().isoformat(timespec="minutes"),
+            commit=_commit(),
+            cores=os.cpu_count(),
+            load_start=round(os.getloadavg()[0], 2),
+        )
+        self._t0 = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the run started."""
+        return time.perf_counter() - self._t0
+
+    def finish(self, out, **extra) -> dict:
+        """Write the record (with the run time and load now) to ``out/run.json``.
+
+        ``extra`` adds fields (e.g. how many results came from a cache).
+        Returns every part's record, as :func:`read_run_record` reads them.
+        """
+        self.record.update(
+            seconds=round(self.seconds, 1), load_end=round(os.getloadavg()[0], 2), **extra
+        )
+        path = Path(out) / "run.json"
+        runs = read_run_record(out)
+        runs[self.part] = self.record
+        path.write_text(json.dumps(runs, indent=1) + "\n")
+        return runs
+
+
+def _commit() -> str:
+    """The checkout's commit (``+`` when files differ from it), or ``""`` outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "mics"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return ""
+    return head + ("+" if head and dirty else "")
+
+
+def read_run_record(out) -> dict:
+    """The run records of a results folder (``{part: record}``; empty when there are none)."""
+    path = Path(out) / "run.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run_sentence(record) -> str:
+    """One run record in words: command, seeds, run time, cores and load."""
+    minutes = record["seconds"] / 60
+    took = f"{record['seconds']:.0f} s" if minutes < 2 else f"{minutes:.1f} min"
+    seeds = f"; seeds {record['seeds']}" if record.get("seeds") else ""
+    commit = f" at {record['commit']}" if record.get("commit") else ""
+    return (
+        f"`{record['command']}`{seeds}; run time {took} on {record['cores']} cores, load "
+        f"average {record['load_start']:.1f} at the start and {record['load_end']:.1f} at the "
+        f"end (started {record['started']}{commit})."
+    )
+
+
+def run_lines(out, missing="") -> list[str]:
+    """README lines saying how the tables of ``out`` were made, from its run records.
+
+    Parameters
+    ----------
+    out : path-like
+        The results folder.
+    missing : str
+        What to say when the folder has no record (tables made before run
+        records existed): how they were made, as far as is known.
+    """
+    runs = read_run_record(out)
+    if not runs:
+        return [
+            "How it was made: no run record (`run.json`) beside these tables; they predate "
+            "it. " + missing,
+        ]
+    if list(runs) == ["all"]:
+        lines = ["How it was made: " + run_sentence(runs["all"])]
+    else:
+        lines = ["How it was made, one command per part:", ""]
+        lines += [f"- {part}: {run_sentence(r)}" for part, r in runs.items()]
+    busy = max(max(r["load_start"], r["load_end"]) / max(r["cores"], 1) for r in runs.values())
+    if busy > 0.75:
+        lines[-1] += (
+            " The machine was busy: times are not benchmarks; compare only figures measured "
+            "in the same run."
+        )
+    return lines
+
+
+def readme_head(title, script, out, *, about="", missing="", rebuild="--report-only"):
+    """The first lines of a generated README: title, writer, how the tables were made.
+
+    Parameters
+    ----------
+    title : str
+        The README's heading.
+    script : str
+        The study that writes the folder, from the repository root.
+    out : path-like
+        The results folder (its ``run.json`` gives the command, seeds, run time, load).
+    about : str
+        What the study does, in a paragraph.
+    missing : str
+        For :func:`run_lines`: how the tables were made, when there is no run record.
+    rebuild : str or None
+        The study's option that rebuilds the README from the tables alone.
+
+    Returns
+    -------
+    list of str
+    """
+    again = f" (`{rebuild}` rebuilds this file from them alone)" if rebuild else ""
+    lines = [f"# {title}", "", f"Generated by `{script}` from the tables beside it{again}.", ""]
+    if about:
+        lines += [about, ""]
+    return lines + run_lines(out, missing) + [""]
