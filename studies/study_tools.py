@@ -577,8 +577,10 @@ def run_lines(out, missing="") -> list[str]:
     runs = read_run_record(out)
     if not runs:
         return [
-            "How it was made: no run record (`run.json`) beside these tables; they predate "
-            "it. " + missing,
+            (
+                "How it was made: no run record (`run.json`) beside these tables; they predate "
+                "it. " + missing
+            ).rstrip()
         ]
     if list(runs) == ["all"]:
         lines = ["How it was made: " + run_sentence(runs["all"])]
