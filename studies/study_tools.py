@@ -51,7 +51,7 @@ SPLIT_METHODS = split_by_state.METHODS[1:]  # the four split-by-state methods (n
 # 1 and 2 (the grid): the sequential search, the estimator's default, skips
 # K = 2 where K = 1 does not improve, which changes 11 of the Park study's
 # 147 test statistics and costs power where two channels beat none but one
-# does not (results/park2024/channel_search.md).
+# does not (results/park2024_channel_search/).
 CHEAP = dict(
     cv=5, max_channels=2, n_init=1, max_iter=50, tol=1e-5, channel_search="grid", verbose=0
 )
@@ -147,6 +147,28 @@ def markdown_table(df) -> str:
         cells = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def read_markdown_table(text, first_header):
+    """The markdown table of ``text`` whose first header cell is ``first_header``, as strings.
+
+    For READMEs rebuilt from a study's markdown output (``--report-only``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One column per header cell, every cell a stripped string.
+    """
+    import pandas as pd
+
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return pd.DataFrame(rows[2:], columns=rows[0])
 
 
 def improvement(estimator, X, Y, Z, groups):

@@ -120,7 +120,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         where K = 1 predicts worse than K = 0 but K = 2 better, the
         sequential search never scores K = 2 and the test statistic misses
         it (12 of 147 tests of the Park study,
-        ``results/park2024/channel_search.md``).
+        ``results/park2024_channel_search/``).
     gap : int, default=0
         Samples left out between training and test blocks during selection.
     solver : {"auto", "moments", "data"}, default="auto"

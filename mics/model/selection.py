@@ -452,7 +452,7 @@ def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states)
     the counts up to one past the optimum: on null data, K = 1 only. The
     best improvement over K = 0 (the test statistic) can differ where K = 1
     overfits and K = 2 predicts: 1/336 simulated, 12/147 Park tests
-    (results/park2024/channel_search.md).
+    (results/park2024_channel_search/).
 
     Returns
     -------
