@@ -114,7 +114,6 @@ STUDIES = (
         "power_prediction",
         "studies/validation/power_prediction.py",
         cost="1 h (appends to runs.csv, resumes)",
-        needs=RECORDINGS,
         report=None,
     ),
     Study(
@@ -211,7 +210,6 @@ STUDIES = (
         cost="10 min (resumes from results/park2024/cache)",
         after=("split_by_state", "asymmetry_calibration"),
         needs=RECORDINGS,
-        report=None,
     ),
     Study(
         "park2024_channel_search",
@@ -226,7 +224,6 @@ STUDIES = (
         cost="8 min (resumes from results/semedo2019/cache)",
         after=("split_by_state", "asymmetry_calibration"),
         needs=RECORDINGS,
-        report=None,
     ),
     Study(
         "members_real",

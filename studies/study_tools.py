@@ -376,6 +376,42 @@ def power_method_text(args, n_perm_real, target):
     )
 
 
+def run_time_from_readme(path):
+    """Seconds, jobs, cached tests and run-time note from a real-data study's README header.
+
+    For README rebuilt from tables made before run records existed: the
+    header said ``run time X min with n_jobs=J, C of N tests read from the
+    cache of an earlier run<note>)``. Returns None where it does not.
+    """
+    import re
+
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    found = re.search(
+        r"run time ([\d.]+) min with\s+n_jobs=(\d+), (\d+) of \d+ tests read from the cache of"
+        r"\s+an earlier run([^)]*)\)",
+        text,
+    )
+    if found is None:
+        return None
+    minutes, jobs, cached, note = found.groups()
+    return dict(seconds=60 * float(minutes), n_jobs=int(jobs), cached=int(cached), time_note=note)
+
+
+def run_args(parser, out, argv):
+    """The options of the run that wrote ``out`` (its run record), else those of ``argv``.
+
+    ``--report-only`` rebuilds a README from the tables: the settings it
+    quotes must be the run's, not the defaults of today's script.
+    """
+    import shlex
+
+    run = read_run_record(out).get("all")
+    if run is None:
+        return parser.parse_args(argv), None
+    return parser.parse_args(shlex.split(run["command"])[2:]), run
+
+
 def run_time_note(cache, seconds, n_cached, n_tests):
     """Remember how long a run that computed every test took; quote it when all come from cache.
 
@@ -391,8 +427,22 @@ def run_time_note(cache, seconds, n_cached, n_tests):
     return ""
 
 
+def split_null_rejections(folder=ROOT / "results" / "split_by_state"):
+    """``{method: "k/n"}``: each split-by-state method's rejections of null data sets."""
+    import pandas as pd
+
+    summary = pd.read_csv(Path(folder) / "summary.csv", keep_default_na=False)
+    null = summary[summary.family == "null"]
+    return {r.method: f"{r.rejections}/{r.n}" for r in null.itertuples()}
+
+
 def split_method_text(n_perm, state):
-    """What the split-by-state comparison does, for a study's README."""
+    """What the split-by-state comparison does, for a study's README.
+
+    Quotes the false-positive rates of ``studies/validation/split_by_state.py``
+    from its ``summary.csv``.
+    """
+    null = split_null_rejections()
     return (
         "What labs often do instead (`studies/validation/split_by_state.py`, "
         f"`results/split_by_state/`): split the trials at the median of their mean {state}, "
@@ -403,9 +453,9 @@ def split_method_text(n_perm, state):
         f"target first. The null is the first {n_perm} of the mics test's own trial "
         "permutations, so the p-values sit beside the mics test's on the same footing "
         "(`split_by_state.csv`). On simulations where the state also adds to both "
-        "populations, the subspace comparison without `_resid` rejected 33/100 *null* data "
-        "sets and the CV comparison 11/100 (`results/split_by_state/README.md`): their "
-        "rejections alone are not evidence of gating."
+        f"populations, the subspace comparison without `_resid` rejected {null['split_subspace']} "
+        f"*null* data sets and the CV comparison {null['split_cv']} "
+        "(`results/split_by_state/README.md`): their rejections alone are not evidence of gating."
     )
 
 

@@ -262,10 +262,10 @@ def run(task, **kw):
     return res
 
 
-def _write(name, lines):
-    OUT.mkdir(parents=True, exist_ok=True)
+def _write(name, lines, out):
+    out.mkdir(parents=True, exist_ok=True)
     text = "\n".join(lines) + "\n"
-    (OUT / f"{name}.txt").write_text(text)
+    (out / f"{name}.txt").write_text(text)
     print(text)
 
 
@@ -283,7 +283,7 @@ def part_large(args):
     if not args.skip_select:
         sel = run("large-select", seed=args.seed, n_jobs=args.n_jobs)
         lines.append(f"MICs() default selection: {sel}")
-    _write(name, lines)
+    _write(name, lines, args.out)
 
 
 def part_recovery(args):
@@ -295,8 +295,8 @@ def part_recovery(args):
             f"{m},{res['solver']},{res['seconds']:.1f},{res['source']:.4f},"
             f"{res['target']:.4f},{res['modulator']:.4f},{res['fms']:.4f}"
         )
-    _write("recovery", lines)
-    (OUT / "recovery.csv").write_text("\n".join(lines[1:]) + "\n")
+    _write("recovery", lines, args.out)
+    (args.out / "recovery.csv").write_text("\n".join(lines[1:]) + "\n")
 
 
 def part_null(args):
@@ -322,7 +322,7 @@ def part_null(args):
         f"K_hat = 0 in {ks.count(0)}/{len(ks)}; false-positive rate "
         f"{rates.false_positive_rate:.3f} (95% CI {lo:.3f}-{hi:.3f})"
     )
-    _write(name, lines)
+    _write(name, lines, args.out)
 
 
 def _large(out):
@@ -433,13 +433,14 @@ def main():
     ap.add_argument("--n-null", type=int, default=20)
     ap.add_argument("--n-jobs", type=int, help="folds side by side (part large's selection)")
     ap.add_argument("--skip-select", action="store_true")
+    ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--report-only", action="store_true", help="rebuild README.md only")
     args = ap.parse_args()
     if args.task:
         print(json.dumps(TASKS[args.task](args)))
         return
     if args.report_only:
-        readme()
+        readme(args.out)
         return
     if args.part is None:
         ap.error("name a part: large, recovery or null")
@@ -448,8 +449,8 @@ def main():
         __file__, seeds=seeds.get(args.part, "1000 + i (null data sets), 0 (fits)"), part=args.part
     )
     {"large": part_large, "recovery": part_recovery, "null": part_null}[args.part](args)
-    run.finish(OUT)
-    readme()
+    run.finish(args.out)
+    readme(args.out)
 
 
 if __name__ == "__main__":

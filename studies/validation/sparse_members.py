@@ -119,7 +119,7 @@ def run_one(T, m, snr, seed, sparsity):
     return rows
 
 
-def run_stability(sparsity, seed=11, n_boot=50, threshold=0.6):
+def run_stability(sparsity, out, seed=11, n_boot=50, threshold=0.6):
     """Stability selection on one planted data set; a markdown report."""
     X, Y, Z, truth = mics.simulate(
         n_samples=2000, n_source=150, n_target=100, n_modulators=1, rank=2, n_channels=1,
@@ -153,11 +153,11 @@ def run_stability(sparsity, seed=11, n_boot=50, threshold=0.6):
             f"| {float(res[f'{role}_expected_false'][0]):.1f} |"
         )
     lines.append("")
-    (OUT / "stability.md").write_text("\n".join(lines))
+    (out / "stability.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
-def run_default(seeds):
+def run_default(seeds, out):
     """The issue's target at the default settings: ``MICs(sparsity="cv")``, everything selected.
 
     T = 2000, p = 150, q = 100, m = 1 and 50, the simulator's default
@@ -206,7 +206,7 @@ def run_default(seeds):
                     )  # fmt: skip
             print(f"m={m} seed={seed} done", flush=True)
     df = pd.DataFrame(rows)
-    df.to_csv(OUT / "default_runs.csv", index=False)
+    df.to_csv(out / "default_runs.csv", index=False)
     summ = df.groupby(["m", "role", "method"]).agg(
         precision_mean=("precision", "mean"), precision_min=("precision", "min"),
         recall_mean=("recall", "mean"), recall_min=("recall", "min"),
@@ -230,7 +230,7 @@ def run_default(seeds):
         + ", ".join(f"m={r.m}: {r.sparsity:g}" for r in chosen.itertuples()),
         "",
     ]
-    (OUT / "default.md").write_text("\n".join(lines))
+    (out / "default.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
@@ -361,23 +361,25 @@ def main(argv=None):
     parser.add_argument("--sparsity", type=float, default=8.0)
     parser.add_argument("--stability", action="store_true")
     parser.add_argument("--default", action="store_true", help="sparsity='cv', T=2000 only")
+    parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--report-only", action="store_true", help="rebuild README.md only")
     args = parser.parse_args(argv)
+    out = args.out
     if args.report_only:
-        readme()
+        readme(out)
         return
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     if args.default:
         run = tools.RunRecord(__file__, argv, seeds=f"100-{99 + args.seeds}", part="default")
-        run_default(args.seeds)
-        run.finish(OUT)
-        readme()
+        run_default(args.seeds, out)
+        run.finish(out)
+        readme(out)
         return
     if args.stability:
         run = tools.RunRecord(__file__, argv, seeds="11 (data), 0 (fits)", part="stability")
-        run_stability(args.sparsity)
-        run.finish(OUT)
-        readme()
+        run_stability(args.sparsity, out)
+        run.finish(out)
+        readme(out)
         return
     run = tools.RunRecord(__file__, argv, seeds=f"0-{args.seeds - 1} per cell", part="summary")
     rows = []
@@ -388,7 +390,7 @@ def main(argv=None):
                     rows.extend(run_one(T, m, snr, seed, args.sparsity))
                 print(f"T={T} m={m} snr={snr} done", flush=True)
     df = pd.DataFrame(rows)
-    df.to_csv(OUT / "runs.csv", index=False)
+    df.to_csv(out / "runs.csv", index=False)
     summary = (
         df.groupby(["T", "m", "snr", "role", "method"])[["precision", "recall"]]
         .mean()
@@ -413,9 +415,9 @@ def main(argv=None):
         lost.round(3).to_frame().to_markdown(),
         "",
     ]
-    (OUT / "summary.md").write_text("\n".join(lines))
-    run.finish(OUT)
-    readme()
+    (out / "summary.md").write_text("\n".join(lines))
+    run.finish(out)
+    readme(out)
     print("\n".join(lines))
 
 

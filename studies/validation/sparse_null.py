@@ -162,7 +162,7 @@ def _count(counts, role):
     return str(counts[role])
 
 
-def write_markdown(rows, args, elapsed):
+def write_markdown(rows, args, elapsed, out):
     n = len(rows)
     k0 = sum(r["n_channels"] == 0 for r in rows)
     ci = stats.binomtest(k0, n).proportion_ci(confidence_level=0.95, method="exact")
@@ -245,7 +245,7 @@ def write_markdown(rows, args, elapsed):
             cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    (OUT / "null.md").write_text("\n".join(lines))
+    (out / "null.md").write_text("\n".join(lines))
 
 
 def readme(out=OUT):
@@ -274,13 +274,14 @@ def main():
     parser.add_argument("--T", type=int, default=2000)
     parser.add_argument("--p", type=int, default=150)
     parser.add_argument("--q", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--report-only", action="store_true", help="rebuild README.md only")
     args = parser.parse_args()
     if args.report_only:
-        readme()
+        readme(args.out)
         return
     run = tools.RunRecord(__file__, seeds=f"0-{args.seeds - 1} (data sets and fits)")
-    OUT.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows = []
     for seed in range(args.seeds):
@@ -292,10 +293,10 @@ def main():
             + ", ".join(f"{k}: {v[0]}" for k, v in row["forced"].items()),
             flush=True,
         )
-    write_markdown(rows, args, time.perf_counter() - start)
-    run.finish(OUT)
-    readme()
-    print((OUT / "null.md").read_text())
+    write_markdown(rows, args, time.perf_counter() - start, args.out)
+    run.finish(args.out)
+    readme(args.out)
+    print((args.out / "null.md").read_text())
 
 
 if __name__ == "__main__":

@@ -236,13 +236,14 @@ def readme(out=OUT):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--report-only", action="store_true", help="rebuild README.md only")
     args = parser.parse_args(argv)
     if args.report_only:
-        readme()
+        readme(args.out)
         return
     run = tools.RunRecord(__file__, argv, seeds=f"0-{args.seeds - 1} per cell")
-    OUT.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows = []
     for scenario in SCENARIOS:
@@ -253,11 +254,11 @@ def main(argv=None):
                         rows.extend(run_one(T, m, snr, seed, scenario))
                     print(f"{scenario} T={T} m={m} snr={snr} done", flush=True)
     df = pd.DataFrame(rows)
-    df.to_csv(OUT / "sparse_rrr_runs.csv", index=False)
+    df.to_csv(args.out / "sparse_rrr_runs.csv", index=False)
     text = report(df, args.seeds, time.perf_counter() - start, os.getloadavg()[0])
-    (OUT / "sparse_rrr.md").write_text(text)
-    run.finish(OUT)
-    readme()
+    (args.out / "sparse_rrr.md").write_text(text)
+    run.finish(args.out)
+    readme(args.out)
     print(text)
 
 
