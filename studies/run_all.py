@@ -160,7 +160,6 @@ STUDIES = (
         runs=((), ("--memory",)),
         cost="10 min",
         needs="optional: tensorly (the peer is skipped without it)",
-        report=None,
     ),
     Study(
         "scaling",
