@@ -46,9 +46,9 @@ of them) and the p-value ``(1 + #{null >= observed}) / (1 + n_perm)``:
   (least squares on [1, z], once, with the true alignment, as
   ``test_modulation`` does for Y).
 
-Writes ``runs.csv``, ``summary.csv``, ``table.md``, ``split_by_state.png``,
-``run.json`` and ``README.md`` into ``--out`` (default
-``results/split_by_state/``).
+Writes ``runs.csv``, ``summary.csv``, ``table.md``, ``rates.md`` (the
+table the user guide includes), ``split_by_state.png``, ``run.json`` and
+``README.md`` into ``--out`` (default ``results/split_by_state/``).
 
 Usage::
 
@@ -346,6 +346,25 @@ def table(summary):
     return "\n".join(lines)
 
 
+#: The methods as the user guide names them (``docs/guide/split_by_state.md``).
+GUIDE_NAMES = {
+    "mics": "`mics.test_modulation`",
+    "split_cv": "split, compare CV performance",
+    "split_subspace": "split, compare subspaces",
+    "split_cv_resid": "additive effect regressed out, then split, CV performance",
+    "split_subspace_resid": "additive effect regressed out, then split, subspaces",
+}
+
+
+def rates_snippet(summary, path):
+    """The table the user guide includes (``rates.md``): rates by method, in its words."""
+    text = table(summary).replace("weak gate (SNR 0.03): power", "weak gate: power")
+    text = text.replace("strong gate (SNR 0.1): power", "strong gate: power")
+    for method, name in GUIDE_NAMES.items():
+        text = text.replace(f"| `{method}` |", f"| {name} |")
+    path.write_text(text + "\n")
+
+
 def figure(summary, path):
     import matplotlib
 
@@ -471,6 +490,7 @@ def readme(out):
 
     summary = pd.read_csv(out / "summary.csv", keep_default_na=False)
     runs = pd.read_csv(out / "runs.csv", keep_default_na=False)
+    rates_snippet(summary.to_dict("records"), out / "rates.md")
     lines = _tools().readme_head(
         "Split-by-state reduced-rank regression against `mics.test_modulation`",
         "studies/validation/split_by_state.py",
