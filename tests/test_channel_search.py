@@ -120,9 +120,18 @@ def test_warm_start_keeps_the_previous_channels_as_the_als_holds_them():
     Bm = np.linalg.qr(rng.standard_normal((q, 2)))[0]
     C = np.linalg.qr(rng.standard_normal((m, 2)))[0]
     prev = MICFit(
-        np.zeros((4, q)), np.zeros((m, q)), w, np.zeros((4, 2)), Bm, C,
-        np.zeros(1), 1, True, np.zeros(1), 0.0,
-    )  # fmt: skip
+        coef=np.zeros((4, q)),
+        modulator_coef=np.zeros((m, q)),
+        weights=w,
+        source_patterns=np.zeros((4, 2)),
+        target_patterns=Bm,
+        modulator_patterns=C,
+        loss_history=np.zeros(1),
+        n_iter=1,
+        converged=True,
+        init_losses=np.zeros(1),
+        baseline_loss=0.0,
+    )
     Ub = np.linalg.qr(rng.standard_normal((q, q)))[0]
     Uc = np.linalg.qr(rng.standard_normal((m, m)))[0]
     Bm0, C0 = warm_start_patterns(prev, Ub, Uc, 3)

@@ -126,7 +126,8 @@ class _LinearPart:
         """A random draw ``F`` of the full problem's ``mode`` in this operator's coordinates."""
         return F if self.embedding is None else self.embedding.draw(mode, F)
 
-    def _init_linear(self, cm):
+    def _init_linear(self, cm, embedding):
+        self.embedding = embedding
         self.n = cm.n
         self.Sxx, self.Sxz, self.Szz = cm.Sxx, cm.Sxz, cm.Szz
         self.Sxy, self.Szy = cm.Sxy, cm.Szy
@@ -159,6 +160,9 @@ class MomentOperator(_LinearPart):
     ----------
     cm : CenteredMoments
         With the interaction moments (``M``, ``Sphix``, ``Sphiz``, ``Sphiy``).
+    embedding : object, optional
+        The exact reduction the coordinates come from (see
+        :attr:`_LinearPart.embedding`); None for a problem fitted on its neurons.
     """
 
     #: Smallest order of a channel-by-channel solve done by warm-started
@@ -172,8 +176,8 @@ class MomentOperator(_LinearPart):
     cg_min_order = np.inf
     cg_iterations = 8
 
-    def __init__(self, cm):
-        self._init_linear(cm)
+    def __init__(self, cm, *, embedding=None):
+        self._init_linear(cm, embedding)
         p, m = self.p, self.m
         # (a, b, i, j) layout: both contractions below are then single BLAS
         # products over contiguous (i, j) planes.
@@ -308,6 +312,8 @@ class DataOperator(_LinearPart):
     rows : ndarray of int, optional
         Training rows (a cross-validation fold): gathered and centred in one
         copy per array, the only copy of the data the fold makes.
+    embedding : object, optional
+        As for :class:`MomentOperator`.
     """
 
     #: As :attr:`MomentOperator.cg_min_order`. Here an iteration costs two
@@ -318,8 +324,8 @@ class DataOperator(_LinearPart):
     cg_min_order = 1000
     cg_iterations = 50
 
-    def __init__(self, cm, X, Y, Z, rows=None):
-        self._init_linear(cm)
+    def __init__(self, cm, X, Y, Z, rows=None, *, embedding=None):
+        self._init_linear(cm, embedding)
         self.Xc, self.Zc, self.Yc = (
             _centred_rows(a, mean, rows)
             for a, mean in ((X, cm.x_mean), (Z, cm.z_mean), (Y, cm.y_mean))
@@ -719,6 +725,7 @@ def _als_sweeps(
     op,
     Bm,
     C,
+    *,
     alpha_W,
     base_penalty,
     max_iter,
@@ -873,7 +880,7 @@ def _pad_columns(U, K, seed):
 
 
 # ----------------------------------------------------------------------------- driver
-@dataclass
+@dataclass(kw_only=True)
 class MICFit:
     """Result of :func:`fit_mic_model` (factors in canonical form).
 
@@ -1121,42 +1128,23 @@ def fit_mic_model(
             op,
             rank,
             n_channels,
-            alpha_B,
-            alpha_W,
-            n_init,
-            max_iter,
-            tol,
-            random_state,
-            warm_start,
-            accelerate,
-            group_penalty,
-            dense_start,
-            joint,
+            alpha_B=alpha_B,
+            n_init=n_init,
+            random_state=random_state,
+            warm_start=warm_start,
+            dense_start=dense_start,
+            joint=joint,
+            sweeps=_SweepSettings(
+                alpha_W=alpha_W,
+                max_iter=max_iter,
+                tol=tol,
+                accelerate=accelerate,
+                group=group_penalty,
+                # the large source solves of every stage and start of this fit: each
+                # preconditions the next (a start's first solves by another start's factor)
+                solves=WarmStartedSolves(op.cg_min_order, max_iter=op.cg_iterations),
+            ),
         )
-
-
-def _profiled_stage(
-    op, rank, K, alpha_B, alpha_W, max_iter, tol, best, history, init_losses, base_loss
-):
-    """Stage 3 by variable projection (:mod:`mics.core.profiled`) from the state ``best``."""
-    pf, _, mf = op.sizes  # joint or channel-by-channel Grams as the alternation decides
-    loss = ProfiledLoss(op, rank, alpha_B, alpha_W, profiled_source(op, alpha_B))
-    point, joint_history, converged = profiled_joint_stage(
-        loss, best.A, best.C, max_iter, tol, K * pf <= _JOINT_SOLVE_MAX, K * mf <= _JOINT_SOLVE_MAX
-    )
-    n_iter = len(history) + len(joint_history) - 1  # its first entry is the start
-    if not converged:
-        warnings.warn(
-            f"MIC joint refinement did not converge in max_iter={max_iter} iterations "
-            "(or found no lower loss along its search direction); increase max_iter or tol.",
-            ConvergenceWarning,
-            stacklevel=4,
-        )
-    w, A, Bm, C = canonical_channels(point.A, point.Bm, point.C)
-    return MICFit(
-        point.B, point.D, w, A, Bm, C, np.asarray(history + joint_history), n_iter, converged,
-        init_losses, base_loss, point.basis,
-    )  # fmt: skip
 
 
 def warm_start_patterns(previous, Ub, Uc, K):
@@ -1192,212 +1180,365 @@ def warm_start_patterns(previous, Ub, Uc, K):
     return Bm0, C0
 
 
+@dataclass(frozen=True)
+class _SweepSettings:
+    """How the ALS sweeps of one fit run: the same for every start and stage.
+
+    ``group`` is a :class:`mics.core.sparse.GroupPenalty` or None (the dense
+    fit); ``solves`` the fit's :class:`~mics.core.linalg.WarmStartedSolves`.
+    """
+
+    alpha_W: float
+    max_iter: int
+    tol: float
+    accelerate: bool
+    group: object
+    solves: WarmStartedSolves
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """A baseline solve (:func:`baseline_path`): ``B`` (p, q), ``D`` (m, q), its loss, ``V_r``."""
+
+    B: np.ndarray
+    D: np.ndarray
+    loss: float
+    basis: np.ndarray
+
+
+@dataclass(frozen=True)
+class _ChannelStage:
+    """The channels found on the baseline residual (stage 2), where the joint stage starts.
+
+    ``history`` holds the penalised loss after each sweep of the kept start;
+    ``init_losses`` the loss of every start after its probe sweeps.
+    """
+
+    state: _ALSState
+    converged: bool
+    history: tuple
+    init_losses: np.ndarray
+
+
+@dataclass(frozen=True)
+class _JointStage:
+    """The end of the alternating joint stage: baseline, channels (balanced), loss history."""
+
+    baseline: _Baseline
+    A: np.ndarray
+    Bm: np.ndarray
+    C: np.ndarray
+    history: tuple
+    n_iter: int
+    converged: bool
+
+
 def _fit_mic_model(
-    op,
-    rank,
-    n_channels,
-    alpha_B,
-    alpha_W,
-    n_init,
-    max_iter,
-    tol,
-    random_state,
-    warm_start=None,
-    accelerate=True,
-    group_penalty=None,
-    dense_start=None,
-    joint="auto",
+    op, rank, K, *, alpha_B, n_init, random_state, warm_start, dense_start, joint, sweeps
 ):
+    """The three stages of :func:`fit_mic_model` (BLAS already limited to one thread)."""
     rng = np.random.default_rng(random_state)
-    group = group_penalty
-    # the large source solves of every stage and start of this fit: each
-    # preconditions the next (a start's first solves by another start's factor)
-    solves = WarmStartedSolves(op.cg_min_order, max_iter=op.cg_iterations)
-    B, D, base_loss, basis = baseline_path(op, [rank], alpha_B)[0]
-    p, q, m = op.p, op.q, op.m
-    K = n_channels
+    baseline = _Baseline(*baseline_path(op, [rank], alpha_B)[0])
     if K == 0:
-        empty = np.zeros((0,))
-        return MICFit(
-            B,
-            D,
-            empty,
-            np.zeros((p, 0)),
-            np.zeros((q, 0)),
-            np.zeros((m, 0)),
-            np.asarray([base_loss]),
-            0,
-            True,
-            empty,
-            base_loss,
-            basis,
+        return _channel_free_fit(op, baseline)
+    base_penalty = alpha_B * np.sum(baseline.B**2)
+    profiled = joint_method(joint, op, alpha_B, sweeps.group) == "profiled"
+    if sweeps.group is not None and dense_start is not None and dense_start.weights.size == K:
+        found = _sparse_from_dense(op, baseline, base_penalty, dense_start, sweeps)
+    else:
+        found = _modulation_stage(
+            op,
+            rank,
+            alpha_B,
+            baseline,
+            K,
+            base_penalty=base_penalty,
+            starts=_starts(op, rank, alpha_B, baseline, K, warm_start, n_init, rng),
+            sweeps=sweeps,
+            profiled=profiled,
         )
-    base_penalty = alpha_B * np.sum(B**2)
-    profiled = joint_method(joint, op, alpha_B, group) == "profiled"
-    if group is not None and dense_start is not None and dense_start.weights.size == K:
-        # The sparse stage from a given dense fit: its factors as the
-        # balanced ALS holds them (patterns times the cube root of the weights)
-        g = np.cbrt(dense_start.weights)
-        A0 = dense_start.source_patterns * g
-        op.set_baseline(B, D, basis)
+    if profiled:
+        return _profiled_stage(op, rank, K, alpha_B, found, sweeps, baseline.loss)
+    end = _alternating_joint_stage(op, rank, alpha_B, baseline, found, sweeps)
+    if not (found.converged and end.converged):
+        stage = "joint refinement" if not end.converged else "modulation stage"
+        warnings.warn(
+            f"MIC {stage} did not converge in max_iter={sweeps.max_iter} sweeps; "
+            "increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    w, A, Bm, C = canonical_channels(end.A, end.Bm, end.C)
+    return MICFit(
+        coef=end.baseline.B,
+        modulator_coef=end.baseline.D,
+        weights=w,
+        source_patterns=A,
+        target_patterns=Bm,
+        modulator_patterns=C,
+        loss_history=np.asarray(end.history),
+        n_iter=end.n_iter,
+        converged=found.converged and end.converged,
+        init_losses=found.init_losses,
+        baseline_loss=baseline.loss,
+        coef_basis=end.baseline.basis,
+    )
+
+
+def _channel_free_fit(op, baseline):
+    """The fit with ``K = 0``: the baseline (and the modulator's additive effect) alone."""
+    empty = np.zeros((0,))
+    return MICFit(
+        coef=baseline.B,
+        modulator_coef=baseline.D,
+        weights=empty,
+        source_patterns=np.zeros((op.p, 0)),
+        target_patterns=np.zeros((op.q, 0)),
+        modulator_patterns=np.zeros((op.m, 0)),
+        loss_history=np.asarray([baseline.loss]),
+        n_iter=0,
+        converged=True,
+        init_losses=empty,
+        baseline_loss=baseline.loss,
+        coef_basis=baseline.basis,
+    )
+
+
+def _sparse_from_dense(op, baseline, base_penalty, dense_start, sweeps):
+    """Stage 2 under a group penalty from a given dense fit (no starts probed).
+
+    The dense fit's factors enter as the balanced ALS holds them: patterns
+    times the cube root of the weights.
+    """
+    g = np.cbrt(dense_start.weights)
+    op.set_baseline(baseline.B, baseline.D, baseline.basis)
+    best, converged = _als_sweeps(
+        op,
+        dense_start.target_patterns * g,
+        dense_start.modulator_patterns * g,
+        alpha_W=sweeps.alpha_W,
+        base_penalty=base_penalty,
+        max_iter=sweeps.max_iter,
+        tol=sweeps.tol,
+        A=dense_start.source_patterns * g,
+        accelerate=sweeps.accelerate,
+        group=sweeps.group,
+    )
+    return _ChannelStage(best, converged, tuple(best.history), np.asarray(dense_start.init_losses))
+
+
+def _starts(op, rank, alpha_B, baseline, K, warm_start, n_init, rng):
+    """The starting target and modulator patterns of stage 2: HOSVD, warm, random.
+
+    The HOSVD start depends on the baseline only, so it is cached on the
+    operator and shared by every ``K``. Random restarts are drawn and
+    normalised in the full problem's space, then mapped: a reduced
+    operator's restarts are the full problem's.
+
+    Returns
+    -------
+    list of (Bm0, C0)
+        ``Bm0`` (q, K) and ``C0`` (m, K) per start.
+    """
+    cache = op.__dict__.setdefault("_init_cache", {})
+    key = (rank, alpha_B)
+    if key not in cache:
+        cache[key] = interaction_init(op, baseline.B, baseline.D, basis=baseline.basis)
+    Ub, Uc = cache[key]
+    starts = [(_pad_columns(Ub, K, seed=op.q), _pad_columns(Uc, K, seed=op.m))]
+    if warm_start is not None and 0 < warm_start.weights.size <= K:
+        starts.append(warm_start_patterns(warm_start, Ub, Uc, K))
+    _, qf, mf = op.sizes
+    for _ in range(n_init):
+        Bm0 = rng.standard_normal((qf, K))
+        C0 = rng.standard_normal((mf, K))
+        Bm0, C0 = Bm0 / np.linalg.norm(Bm0, axis=0), C0 / np.linalg.norm(C0, axis=0)
+        starts.append((op._draw("restart_target", Bm0), op._draw("modulator", C0)))
+    return starts
+
+
+def _modulation_stage(op, rank, alpha_B, baseline, K, *, base_penalty, starts, sweeps, profiled):
+    """Stage 2: the channels on the baseline residual, from several starts.
+
+    Every start gets a short run of plain sweeps (which start is kept does
+    not depend on the line search, only how fast it then converges); only
+    the most promising is run on to convergence, so restarts cost a few
+    sweeps each, not a full fit. Under a group penalty the sparse sweeps
+    then start from that dense fit.
+    """
+    op.set_baseline(baseline.B, baseline.D, baseline.basis)
+    n_probe = min(_PROBE_SWEEPS, sweeps.max_iter)
+    probe = partial(
+        _als_sweeps,
+        alpha_W=sweeps.alpha_W,
+        base_penalty=base_penalty,
+        tol=sweeps.tol,
+        solves=sweeps.solves,
+    )
+    results = [probe(op, Bm0, C0, max_iter=n_probe, accelerate=False) for Bm0, C0 in starts]
+    init_losses = np.array([s.loss for s, _ in results])
+    best, converged = results[int(np.argmin(init_losses))]
+    # The history starts at the kept start's first sweep: a random start with
+    # penalised factors need not be below the channel-free loss at sweep one.
+    history = list(best.history)
+    if profiled:
+        # the joint stage moves the channels from here: run on their own
+        # with the baseline fixed, they would converge to a point the
+        # joint stage then leaves (at T = 2000, p = 3000, 21 sweeps)
+        converged = True
+    elif not converged and sweeps.max_iter > n_probe:
+        best, converged = probe(
+            op,
+            best.Bm,
+            best.C,
+            max_iter=sweeps.max_iter - n_probe,
+            A=best.A,
+            accelerate=sweeps.accelerate,
+        )
+        history.extend(best.history)
+    if sweeps.group is not None:
+        # The group penalty starts from the dense fit (its starts probed and
+        # run as above): from a start far from the channel, the first sparse
+        # block can zero every neuron, a stationary point the ALS never
+        # leaves. The history is that of the penalised loss only.
         best, converged = _als_sweeps(
             op,
-            dense_start.target_patterns * g,
-            dense_start.modulator_patterns * g,
-            alpha_W,
-            base_penalty,
-            max_iter,
-            tol,
-            A0,
-            accelerate,
-            group,
+            best.Bm,
+            best.C,
+            alpha_W=sweeps.alpha_W,
+            base_penalty=base_penalty,
+            max_iter=sweeps.max_iter,
+            tol=sweeps.tol,
+            A=best.A,
+            accelerate=sweeps.accelerate,
+            group=sweeps.group,
         )
         history = list(best.history)
-        init_losses = np.asarray(dense_start.init_losses)
-    else:
-        # Stage 2: modulation on the baseline residual, from several starts.
-        # The HOSVD start depends on the baseline only: shared by every K.
-        cache = op.__dict__.setdefault("_init_cache", {})
-        key = (rank, alpha_B)
-        if key not in cache:
-            cache[key] = interaction_init(op, B, D, basis=basis)
-        Ub, Uc = cache[key]
-        starts = [(_pad_columns(Ub, K, seed=q), _pad_columns(Uc, K, seed=m))]
-        if warm_start is not None and 0 < warm_start.weights.size <= K:
-            starts.append(warm_start_patterns(warm_start, Ub, Uc, K))
-        _, qf, mf = op.sizes
-        for _ in range(n_init):
-            # drawn and normalised in the full space, then mapped: a reduced
-            # operator's restarts are the full problem's
-            Bm0 = rng.standard_normal((qf, K))
-            C0 = rng.standard_normal((mf, K))
-            Bm0, C0 = Bm0 / np.linalg.norm(Bm0, axis=0), C0 / np.linalg.norm(C0, axis=0)
-            starts.append((op._draw("restart_target", Bm0), op._draw("modulator", C0)))
-        op.set_baseline(B, D, basis)
-        # Every start gets a short run; only the most promising is run to
-        # convergence (restarts then cost a few sweeps each, not a full fit).
-        n_probe = min(_PROBE_SWEEPS, max_iter)
-        # The probes are plain sweeps: which start is kept does not depend on
-        # the acceleration, only how fast it then converges.
-        results = [
-            _als_sweeps(
-                op, Bm0, C0, alpha_W, base_penalty, n_probe, tol, accelerate=False, solves=solves
-            )
-            for Bm0, C0 in starts
-        ]
-        init_losses = np.array([s.loss for s, _ in results])
-        best, converged = results[int(np.argmin(init_losses))]
-        # The history starts at the kept start's first sweep: a random start with
-        # penalised factors need not be below the channel-free loss at sweep one.
-        history = list(best.history)
-        if profiled:
-            # the joint stage moves the channels from here: run on their own
-            # with the baseline fixed, they would converge to a point the
-            # joint stage then leaves (at T = 2000, p = 3000, 21 sweeps)
-            converged = True
-        elif not converged and max_iter > n_probe:
-            best, converged = _als_sweeps(
-                op,
-                best.Bm,
-                best.C,
-                alpha_W,
-                base_penalty,
-                max_iter - n_probe,
-                tol,
-                best.A,
-                accelerate=accelerate,
-                solves=solves,
-            )
-            history.extend(best.history)
-        if group is not None:
-            # The group penalty starts from the dense fit (its starts probed and
-            # run as above): from a start far from the channel, the first sparse
-            # block can zero every neuron, a stationary point the ALS never
-            # leaves. The history is that of the penalised loss only.
-            best, converged = _als_sweeps(
-                op,
-                best.Bm,
-                best.C,
-                alpha_W,
-                base_penalty,
-                max_iter,
-                tol,
-                best.A,
-                accelerate,
-                group,
-            )
-            history = list(best.history)
+    return _ChannelStage(best, converged, tuple(history), init_losses)
+
+
+def _channel_penalty(A, Bm, C, alpha_W, group):
+    """The channels' ridge penalty, plus the group penalty when there is one."""
+    out = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
+    return out + group.value(A, Bm, C) if group is not None else out
+
+
+def _alternating_joint_stage(op, rank, alpha_B, baseline, found, sweeps):
+    """Stage 3: (baseline | channels) and (channels | baseline) in turn, from ``found``.
+
+    Each iteration records two losses: after the baseline solve and after
+    the channel sweep. From iteration ``_JOINT_EXTRAPOLATE_AFTER`` on (with
+    ``accelerate``) the channels are also pushed along their last change
+    (:func:`_joint_extrapolation`).
+    """
+    A, Bm, C, H_int = found.state.A, found.state.Bm, found.state.C, found.state.H_int
+    history = list(found.history)
     n_iter = len(history)
-    if profiled:
-        return _profiled_stage(op, rank, K, alpha_B, alpha_W, max_iter, tol, best, history,
-                               init_losses, base_loss)  # fmt: skip
-    # Stage 3: alternate (baseline | channels) and (channels | baseline).
-    A, Bm, C, H_int = best.A, best.Bm, best.C, best.H_int
-    joint_converged = False
+    converged = False
     step = _STEP_START
-
-    def channel_penalty(A, Bm, C):
-        out = alpha_W * (np.sum(A**2) + np.sum(Bm**2) + np.sum(C**2))
-        return out + group.value(A, Bm, C) if group is not None else out
-
     solved = None  # the baseline of an accepted line-search point: already solved
-    for iteration in range(max_iter):
+    for iteration in range(sweeps.max_iter):
         prev = history[-1]
         if solved is None:
-            solved = baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0]
-        B, D, joint_loss, basis = solved
-        solved = None
-        history.append(joint_loss + channel_penalty(A, Bm, C))
-        op.set_baseline(B, D, basis)
+            solved = _Baseline(*baseline_path(op, [rank], alpha_B, (A, Bm, C), H_int)[0])
+        baseline, solved = solved, None
+        history.append(baseline.loss + _channel_penalty(A, Bm, C, sweeps.alpha_W, sweeps.group))
+        op.set_baseline(baseline.B, baseline.D, baseline.basis)
         state, _ = _als_sweeps(
             op,
             Bm,
             C,
-            alpha_W,
-            alpha_B * np.sum(B**2),
-            1,
-            tol,
-            A,
+            alpha_W=sweeps.alpha_W,
+            base_penalty=alpha_B * np.sum(baseline.B**2),
+            max_iter=1,
+            tol=sweeps.tol,
+            A=A,
             accelerate=False,
-            group=group,
-            solves=solves,
+            group=sweeps.group,
+            solves=sweeps.solves,
         )
         previous = A, Bm, C
         A, Bm, C, H_int, loss = state.A, state.Bm, state.C, state.H_int, state.loss
-        if accelerate and iteration >= _JOINT_EXTRAPOLATE_AFTER:
-            # the channels pushed on along their last change and the baseline
-            # solved again for them; kept, with that baseline, only where the
-            # loss is lower (so the loss never increases). Under a group
-            # penalty the neurons the last sweep dropped stay dropped: the
-            # members are read from the zero rows.
-            A_e, Bm_e, C_e = (
-                F + step * (F - F0) * (1.0 if group is None else np.any(F != 0, 1, keepdims=True))
-                for F, F0 in zip((A, Bm, C), previous, strict=True)
-            )
-            H_e = op.interaction_gram(A_e, C_e)
-            baseline_e = baseline_path(op, [rank], alpha_B, (A_e, Bm_e, C_e), H_e)[0]
-            loss_e = baseline_e[2] + channel_penalty(A_e, Bm_e, C_e)
-            if loss_e < loss - _JOINT_STEP_GAIN * abs(loss):
-                A, Bm, C, H_int, loss = A_e, Bm_e, C_e, H_e, loss_e
-                B, D, _, basis = solved = baseline_e
+        if sweeps.accelerate and iteration >= _JOINT_EXTRAPOLATE_AFTER:
+            pushed = _joint_extrapolation(op, rank, alpha_B, (A, Bm, C), previous, step, sweeps)
+            if pushed.loss < loss - _JOINT_STEP_GAIN * abs(loss):
+                A, Bm, C, H_int, loss = pushed.A, pushed.Bm, pushed.C, pushed.H_int, pushed.loss
+                baseline = solved = pushed.baseline
                 step = min(step * _STEP_GROWTH, _STEP_MAX)
             else:
                 step = _STEP_START
         history.append(loss)
         n_iter += 1
-        if prev - history[-1] <= tol * abs(prev):
-            joint_converged = True
+        if prev - history[-1] <= sweeps.tol * abs(prev):
+            converged = True
             break
-    if not (converged and joint_converged):
-        stage = "joint refinement" if not joint_converged else "modulation stage"
+    return _JointStage(baseline, A, Bm, C, tuple(history), n_iter, converged)
+
+
+@dataclass(frozen=True)
+class _JointPoint:
+    """A line-search point of the joint stage: channels, their Gram, baseline, loss."""
+
+    A: np.ndarray
+    Bm: np.ndarray
+    C: np.ndarray
+    H_int: np.ndarray
+    baseline: _Baseline
+    loss: float
+
+
+def _joint_extrapolation(op, rank, alpha_B, factors, previous, step, sweeps):
+    """The channels pushed on along their last change, with the baseline solved for them.
+
+    The caller keeps the point only where its loss is lower, so the loss
+    never increases. Under a group penalty the neurons the last sweep
+    dropped stay dropped: the members are read from the zero rows.
+    """
+    group = sweeps.group
+    A_e, Bm_e, C_e = (
+        F + step * (F - F0) * (1.0 if group is None else np.any(F != 0, 1, keepdims=True))
+        for F, F0 in zip(factors, previous, strict=True)
+    )
+    H_e = op.interaction_gram(A_e, C_e)
+    baseline = _Baseline(*baseline_path(op, [rank], alpha_B, (A_e, Bm_e, C_e), H_e)[0])
+    loss = baseline.loss + _channel_penalty(A_e, Bm_e, C_e, sweeps.alpha_W, group)
+    return _JointPoint(A_e, Bm_e, C_e, H_e, baseline, loss)
+
+
+def _profiled_stage(op, rank, K, alpha_B, found, sweeps, base_loss):
+    """Stage 3 by variable projection (:mod:`mics.core.profiled`) from the channels ``found``."""
+    pf, _, mf = op.sizes  # joint or channel-by-channel Grams as the alternation decides
+    loss = ProfiledLoss(op, rank, alpha_B, sweeps.alpha_W, profiled_source(op, alpha_B))
+    point, joint_history, converged = profiled_joint_stage(
+        loss,
+        found.state.A,
+        found.state.C,
+        sweeps.max_iter,
+        sweeps.tol,
+        K * pf <= _JOINT_SOLVE_MAX,
+        K * mf <= _JOINT_SOLVE_MAX,
+    )
+    history = list(found.history)
+    n_iter = len(history) + len(joint_history) - 1  # its first entry is the start
+    if not converged:
         warnings.warn(
-            f"MIC {stage} did not converge in max_iter={max_iter} sweeps; "
-            "increase max_iter or tol.",
+            f"MIC joint refinement did not converge in max_iter={sweeps.max_iter} iterations "
+            "(or found no lower loss along its search direction); increase max_iter or tol.",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-    converged = converged and joint_converged
-    w, A, Bm, C = canonical_channels(A, Bm, C)
+    w, A, Bm, C = canonical_channels(point.A, point.Bm, point.C)
     return MICFit(
-        B, D, w, A, Bm, C, np.asarray(history), n_iter, converged, init_losses, base_loss, basis
+        coef=point.B,
+        modulator_coef=point.D,
+        weights=w,
+        source_patterns=A,
+        target_patterns=Bm,
+        modulator_patterns=C,
+        loss_history=np.asarray(history + joint_history),
+        n_iter=n_iter,
+        converged=converged,
+        init_losses=found.init_losses,
+        baseline_loss=base_loss,
+        coef_basis=point.basis,
     )

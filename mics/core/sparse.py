@@ -556,8 +556,8 @@ def sparse_settings(config):
     Parameters
     ----------
     config : object
-        With the attributes of :class:`mics.MICs` (a ``SimpleNamespace`` of
-        ``get_params()``); parameter sets without them (older callers) fit
+        With the attributes of :class:`mics.MICs` (the model layer's
+        ``FitSettings``); parameter sets without them (older callers) fit
         dense.
 
     Returns

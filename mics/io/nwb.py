@@ -17,6 +17,7 @@ What is read:
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -241,8 +242,6 @@ def load_nwb(
         If the file is not readable NWB, has no ophys traces, the series are
         on different clocks, or a behaviour clock misses the imaging clock.
     """
-    from mics.preprocessing.calcium import align_to_frames
-
     pynwb = require("pynwb", "reading NWB files")
     path = existing_file(path, "NWB file")
     try:
@@ -256,96 +255,143 @@ def load_nwb(
             raise ValueError(f"{path} is not a readable NWB file: {err}") from None
         roi_series, kind = _roi_series(nwbfile, module, kind)
         if series is not None:
-            by_name = {s.name: s for s in roi_series}
-            missing = [n for n in series if n not in by_name]
-            if missing:
-                raise ValueError(
-                    f"RoiResponseSeries {missing} not found; available: {list(by_name)}"
-                )
-            roi_series = [by_name[n] for n in series]
+            roi_series = _named(roi_series, series)
         time = _shared_clock(roi_series)
-        blocks, labels, centres, origins = [], [], [], set()
-        for s in roi_series:
-            data = np.asarray(s.data[:], dtype=float)
-            data = data.reshape(data.shape[0], -1)
-            block_labels = _roi_labels(s)
-            if data.shape[1] != block_labels["roi_id"].size:
-                raise ValueError(
-                    f"{s.name!r} has {data.shape[1]} columns but references "
-                    f"{block_labels['roi_id'].size} ROIs"
-                )
-            blocks.append(data)
-            labels.append(block_labels)
-            region = s.rois
-            try:
-                block_centres, origin = _roi_centres(
-                    region.table, np.asarray(region.data[:], dtype=int)
-                )
-            except (ValueError, TypeError, KeyError, IndexError) as err:
-                # Positions are an extra: masks in an unexpected layout must not
-                # keep the traces from loading.
-                warnings.warn(
-                    f"the ROI masks of {region.table.name!r} could not be read ({err}); "
-                    "its neurons get no x/y positions",
-                    UserWarning,
-                    stacklevel=2,
-                )
-                block_centres, origin = None, None
-            centres.append(block_centres)
-            origins.add(origin)
-        merged = {key: np.concatenate([lab[key] for lab in labels]) for key in labels[0]}
-        neuron = np.array(
-            [f"{p}/{i}" for p, i in zip(merged["population"], merged["roi_id"], strict=True)]
-        )
-        units = {str(getattr(s, "unit", "")) for s in roi_series}
-        fs = 1.0 / float(np.median(np.diff(time))) if time.size > 1 else float("nan")
-        positions: dict[str, tuple] = {}
-        if any(c is not None for c in centres):
-            # ROI tables without masks (or of another dimensionality) get NaN positions.
-            d = max(c.shape[1] for c in centres if c is not None)
-            padded = [
-                np.full((block.shape[1], d), np.nan)
-                if c is None
-                else np.pad(c, ((0, 0), (0, d - c.shape[1])), constant_values=np.nan)
-                for block, c in zip(blocks, centres, strict=True)
-            ]
-            found = " and ".join(sorted(o for o in origins if o is not None))
-            positions = position_coords(np.concatenate(padded), found)
-        ds = xr.Dataset(
+        populations = []
+        for s in roi_series:  # a loop, not a comprehension: the warnings' stacklevel
+            populations.append(_population(s))
+        ds = _activity_dataset(populations, time)
+        ds.attrs.update(
             {
-                "activity": (
-                    ("time", "neuron"),
-                    np.concatenate(blocks, axis=1),
-                    {"units": ", ".join(sorted(units))},
-                )
-            },
-            coords={
-                "time": ("time", time, {"units": "s"}),
-                "neuron": ("neuron", neuron),
-                **{key: ("neuron", values) for key, values in merged.items()},
-                **positions,
-            },
-            attrs={
-                "fs": fs,
+                "fs": 1.0 / float(np.median(np.diff(time))) if time.size > 1 else float("nan"),
                 "kind": kind,
                 "source": str(path.resolve()),
                 "loader": "mics.io.load_nwb",
-            },
+            }
         )
-
-        if behaviour is False:
-            wanted: list = []
-        else:
-            wanted = _behaviour_series(nwbfile, None if behaviour in (None, True) else behaviour)
-        for ts in wanted:
-            values = np.asarray(ts.data[:], dtype=float)
-            dims = ("time",) if values.ndim == 1 else ("time", f"{ts.name}_component")
-            raw = xr.DataArray(
-                values,
-                dims=dims,
-                coords={"time": _series_times(ts)},
-                name=ts.name,
-                attrs={"units": str(ts.unit), "description": str(ts.description or "")},
-            )
-            ds[ts.name] = align_to_frames(raw, time, max_gap_s=max_gap_s)
+        for name, values in _behaviour_on_frames(nwbfile, behaviour, time, max_gap_s).items():
+            ds[name] = values
     return with_rate_on_variables(ds)
+
+
+def _named(roi_series: list, names: list[str]) -> list:
+    """The RoiResponseSeries called ``names``, in that order."""
+    by_name = {s.name: s for s in roi_series}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ValueError(f"RoiResponseSeries {missing} not found; available: {list(by_name)}")
+    return [by_name[n] for n in names]
+
+
+@dataclass(frozen=True)
+class _Population:
+    """One RoiResponseSeries read: its traces, the labels and centres of its ROIs.
+
+    ``traces`` (n_frames, n_rois) in the file's units; ``labels`` maps
+    ``roi_id``, ``population``, ``area`` and ``imaging_plane`` to arrays of
+    shape (n_rois,); ``centres`` (n_rois, d) in pixels, or None when its
+    ROI table holds no readable masks; ``origin`` says which masks they came
+    from; ``unit`` is the series' unit.
+    """
+
+    traces: np.ndarray
+    labels: dict
+    centres: np.ndarray | None
+    origin: str | None
+    unit: str
+
+
+def _population(series: Any) -> _Population:
+    """Traces, ROI labels and ROI centres of one RoiResponseSeries."""
+    data = np.asarray(series.data[:], dtype=float)
+    data = data.reshape(data.shape[0], -1)
+    labels = _roi_labels(series)
+    if data.shape[1] != labels["roi_id"].size:
+        raise ValueError(
+            f"{series.name!r} has {data.shape[1]} columns but references "
+            f"{labels['roi_id'].size} ROIs"
+        )
+    region = series.rois
+    try:
+        centres, origin = _roi_centres(region.table, np.asarray(region.data[:], dtype=int))
+    except (ValueError, TypeError, KeyError, IndexError) as err:
+        # Positions are an extra: masks in an unexpected layout must not
+        # keep the traces from loading.
+        warnings.warn(
+            f"the ROI masks of {region.table.name!r} could not be read ({err}); "
+            "its neurons get no x/y positions",
+            UserWarning,
+            stacklevel=3,
+        )
+        centres, origin = None, None
+    return _Population(data, labels, centres, origin, str(getattr(series, "unit", "")))
+
+
+def _activity_dataset(populations: list, time: np.ndarray) -> xr.Dataset:
+    """``activity`` (time, neuron) of every population side by side, with the ROIs' labels."""
+    merged = {
+        key: np.concatenate([pop.labels[key] for pop in populations])
+        for key in populations[0].labels
+    }
+    neuron = np.array(
+        [f"{p}/{i}" for p, i in zip(merged["population"], merged["roi_id"], strict=True)]
+    )
+    units = {pop.unit for pop in populations}
+    return xr.Dataset(
+        {
+            "activity": (
+                ("time", "neuron"),
+                np.concatenate([pop.traces for pop in populations], axis=1),
+                {"units": ", ".join(sorted(units))},
+            )
+        },
+        coords={
+            "time": ("time", time, {"units": "s"}),
+            "neuron": ("neuron", neuron),
+            **{key: ("neuron", values) for key, values in merged.items()},
+            **_positions(populations),
+        },
+    )
+
+
+def _positions(populations: list) -> dict[str, tuple]:
+    """``x``, ``y`` (and ``z``) coordinates of every ROI; empty when no table has masks.
+
+    ROI tables without masks (or of another dimensionality) get NaN positions.
+    """
+    centres = [pop.centres for pop in populations]
+    if all(c is None for c in centres):
+        return {}
+    d = max(c.shape[1] for c in centres if c is not None)
+    padded = [
+        np.full((pop.traces.shape[1], d), np.nan)
+        if pop.centres is None
+        else np.pad(pop.centres, ((0, 0), (0, d - pop.centres.shape[1])), constant_values=np.nan)
+        for pop in populations
+    ]
+    found = " and ".join(sorted({pop.origin for pop in populations if pop.origin is not None}))
+    return position_coords(np.concatenate(padded), found)
+
+
+def _behaviour_on_frames(
+    nwbfile: Any, behaviour: Any, time: np.ndarray, max_gap_s: float
+) -> dict[str, xr.DataArray]:
+    """The behavioural series asked for, each resampled onto the imaging frames ``time``."""
+    from mics.preprocessing.calcium import align_to_frames
+
+    if behaviour is False:
+        return {}
+    wanted = _behaviour_series(nwbfile, None if behaviour in (None, True) else behaviour)
+    out = {}
+    for ts in wanted:
+        values = np.asarray(ts.data[:], dtype=float)
+        dims = ("time",) if values.ndim == 1 else ("time", f"{ts.name}_component")
+        raw = xr.DataArray(
+            values,
+            dims=dims,
+            coords={"time": _series_times(ts)},
+            name=ts.name,
+            attrs={"units": str(ts.unit), "description": str(ts.description or "")},
+        )
+        out[ts.name] = align_to_frames(raw, time, max_gap_s=max_gap_s)
+    return out

@@ -164,85 +164,15 @@ def load_suite2p(
         If the frame rate is missing or a placeholder, trace shapes disagree,
         or a pickle holds objects the restricted loader refuses.
     """
-    folder = Path(folder).expanduser()
-    if not folder.is_dir():
-        raise FileNotFoundError(f"suite2p folder not found: {folder}")
-    if not (folder / "F.npy").is_file():
-        found = sorted(p.name for p in folder.glob("*.npy"))
-        hint = (
-            " Pass the plane folder (e.g. suite2p/plane0)." if (folder / "plane0").is_dir() else ""
-        )
-        raise FileNotFoundError(
-            f"no F.npy in {folder} (found {found or 'no .npy files'}); this is not a "
-            f"suite2p plane folder.{hint}"
-        )
-
+    folder = _plane_folder(folder)
     options, options_file = _read_options(folder, trust)
-    stored_fs = options.get("fs") if options is not None else None
-    if fs is not None:
-        fs = check_fs(fs, "the fs argument")
-        fs_origin = "argument"
-        if stored_fs is not None and not np.isclose(float(stored_fs), fs):
-            warnings.warn(
-                f"fs={fs} overrides {options_file}['fs']={stored_fs}", UserWarning, stacklevel=2
-            )
-    elif stored_fs is not None:
-        fs = check_fs(stored_fs, f"{options_file}['fs']")
-        fs_origin = options_file
-        if fs == 10.0:
-            # suite2p's default; many pipelines never set it.
-            warnings.warn(
-                f"{options_file}['fs'] is 10.0, suite2p's default value; if the acquisition "
-                "rate was different, pass fs=<frames per second>",
-                UserWarning,
-                stacklevel=2,
-            )
-    else:
-        raise ValueError(
-            f"no frame rate for {folder}: the folder has no ops.npy/settings.npy with 'fs'. "
-            "Give the imaging rate per plane, e.g. load_suite2p(folder, fs=30.0)"
-        )
-
-    reference = _traces(folder, "F")
-    n_rois, n_frames = reference.shape
-    traces = {"F": reference} if "F" in variables else {}
-    for name in variables:
-        array = _traces(folder, name) if name != "F" else None
-        if array is not None:
-            traces[name] = array
-    for name, array in traces.items():
-        if array.shape != (n_rois, n_frames):
-            raise ValueError(
-                f"{name}.npy has shape {array.shape} but F.npy has {(n_rois, n_frames)}; "
-                "the files do not come from the same suite2p run"
-            )
-
+    fs, fs_origin = _frame_rate(fs, options, options_file, folder)
+    traces, (n_rois, n_frames) = _trace_files(folder, variables)
     coords: dict[str, Any] = {
         "time": ("time", frame_clock(n_frames, fs), {"units": "s"}),
         "neuron": ("neuron", np.arange(n_rois)),
+        **_roi_coords(folder, n_rois, trust),
     }
-    iscell = _traces(folder, "iscell")
-    if iscell is not None:
-        if iscell.shape[0] != n_rois:
-            raise ValueError(f"iscell.npy has {iscell.shape[0]} rows but F.npy has {n_rois} ROIs")
-        coords["iscell"] = ("neuron", iscell[:, 0].astype(bool))
-        if iscell.shape[1] > 1:
-            coords["iscell_prob"] = ("neuron", iscell[:, 1].astype(float))
-    if (folder / "stat.npy").is_file():
-        stat = _load_pickled_npy(folder / "stat.npy", trust)
-        if len(stat) != n_rois:
-            raise ValueError(f"stat.npy has {len(stat)} ROIs but F.npy has {n_rois}")
-        if all(isinstance(s, dict) and "med" in s for s in stat):
-            med = np.array([np.asarray(s["med"], dtype=float) for s in stat])
-            coords["med_y"] = ("neuron", med[:, 0], {"units": "pixel"})
-            coords["med_x"] = ("neuron", med[:, 1], {"units": "pixel"})
-            # The same centre under the names every loader uses (x, y), so that
-            # figures of the field of view need not know which pipeline ran.
-            coords.update(position_coords(med[:, ::-1], "suite2p stat['med']"))
-        if all(isinstance(s, dict) and "iplane" in s for s in stat):
-            # Folders that combine planes (suite2p/combined) say which plane each ROI is in.
-            coords["plane"] = ("neuron", np.array([int(s["iplane"]) for s in stat]))
-
     data_vars = {
         name: (("time", "neuron"), array.T, {"units": "a.u."}) for name, array in traces.items()
     }
@@ -261,3 +191,101 @@ def load_suite2p(
             raise ValueError(f"only_cells=True but {folder} has no iscell.npy")
         ds = ds.isel(neuron=ds.iscell.values)
     return with_rate_on_variables(ds)
+
+
+def _plane_folder(folder: str | Path) -> Path:
+    """``folder`` as a path, refused unless it is a suite2p plane folder (holds ``F.npy``)."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"suite2p folder not found: {folder}")
+    if not (folder / "F.npy").is_file():
+        found = sorted(p.name for p in folder.glob("*.npy"))
+        hint = (
+            " Pass the plane folder (e.g. suite2p/plane0)." if (folder / "plane0").is_dir() else ""
+        )
+        raise FileNotFoundError(
+            f"no F.npy in {folder} (found {found or 'no .npy files'}); this is not a "
+            f"suite2p plane folder.{hint}"
+        )
+    return folder
+
+
+def _frame_rate(
+    fs: float | None, options: dict | None, options_file: str | None, folder: Path
+) -> tuple[float, str]:
+    """The frame rate per plane (Hz) and where it came from: the argument or the options file.
+
+    Warns where the argument overrides a different stored rate, and where the
+    stored rate is suite2p's default (many pipelines never set it).
+    """
+    stored_fs = options.get("fs") if options is not None else None
+    if fs is not None:
+        fs = check_fs(fs, "the fs argument")
+        if stored_fs is not None and not np.isclose(float(stored_fs), fs):
+            warnings.warn(
+                f"fs={fs} overrides {options_file}['fs']={stored_fs}", UserWarning, stacklevel=3
+            )
+        return fs, "argument"
+    if stored_fs is None:
+        raise ValueError(
+            f"no frame rate for {folder}: the folder has no ops.npy/settings.npy with 'fs'. "
+            "Give the imaging rate per plane, e.g. load_suite2p(folder, fs=30.0)"
+        )
+    fs = check_fs(stored_fs, f"{options_file}['fs']")
+    if fs == 10.0:
+        # suite2p's default; many pipelines never set it.
+        warnings.warn(
+            f"{options_file}['fs'] is 10.0, suite2p's default value; if the acquisition "
+            "rate was different, pass fs=<frames per second>",
+            UserWarning,
+            stacklevel=3,
+        )
+    return fs, options_file
+
+
+def _trace_files(
+    folder: Path, variables: tuple[str, ...]
+) -> tuple[dict[str, np.ndarray], tuple[int, int]]:
+    """The trace files asked for that exist (``F`` first), and ``(n_rois, n_frames)`` of F.npy."""
+    reference = _traces(folder, "F")
+    n_rois, n_frames = reference.shape
+    traces = {"F": reference} if "F" in variables else {}
+    for name in variables:
+        array = _traces(folder, name) if name != "F" else None
+        if array is not None:
+            traces[name] = array
+    for name, array in traces.items():
+        if array.shape != (n_rois, n_frames):
+            raise ValueError(
+                f"{name}.npy has shape {array.shape} but F.npy has {(n_rois, n_frames)}; "
+                "the files do not come from the same suite2p run"
+            )
+    return traces, (n_rois, n_frames)
+
+
+def _roi_coords(folder: Path, n_rois: int, trust: bool) -> dict[str, tuple]:
+    """Per-ROI coordinates: the classifier's ``iscell``, the centres and planes of ``stat``."""
+    coords: dict[str, tuple] = {}
+    iscell = _traces(folder, "iscell")
+    if iscell is not None:
+        if iscell.shape[0] != n_rois:
+            raise ValueError(f"iscell.npy has {iscell.shape[0]} rows but F.npy has {n_rois} ROIs")
+        coords["iscell"] = ("neuron", iscell[:, 0].astype(bool))
+        if iscell.shape[1] > 1:
+            coords["iscell_prob"] = ("neuron", iscell[:, 1].astype(float))
+    if not (folder / "stat.npy").is_file():
+        return coords
+    stat = _load_pickled_npy(folder / "stat.npy", trust)
+    if len(stat) != n_rois:
+        raise ValueError(f"stat.npy has {len(stat)} ROIs but F.npy has {n_rois}")
+    if all(isinstance(s, dict) and "med" in s for s in stat):
+        med = np.array([np.asarray(s["med"], dtype=float) for s in stat])
+        coords["med_y"] = ("neuron", med[:, 0], {"units": "pixel"})
+        coords["med_x"] = ("neuron", med[:, 1], {"units": "pixel"})
+        # The same centre under the names every loader uses (x, y), so that
+        # figures of the field of view need not know which pipeline ran.
+        coords.update(position_coords(med[:, ::-1], "suite2p stat['med']"))
+    if all(isinstance(s, dict) and "iplane" in s for s in stat):
+        # Folders that combine planes (suite2p/combined) say which plane each ROI is in.
+        coords["plane"] = ("neuron", np.array([int(s["iplane"]) for s in stat]))
+    return coords

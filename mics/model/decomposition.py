@@ -37,6 +37,7 @@ where needed, ``modulator_mean_`` (m,) and ``source_covariance_`` (p, p).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
@@ -162,6 +163,64 @@ def _split_target(basis, vectors):
     return inside, vectors - inside
 
 
+@dataclass(frozen=True)
+class _PatternSplit:
+    """Source and target patterns cut by the baseline subspaces.
+
+    ``source[True]`` (p, K) is the (whitened) part of the source patterns in
+    span(U), ``source[False]`` the rest; ``target[True]`` and
+    ``target[False]`` (q, K) likewise for span(V). Indexed by the sides of
+    ``_SIDES``.
+    """
+
+    source: dict
+    target: dict
+
+
+def _split_patterns(geometry, target_basis, A, Bm):
+    """The source patterns ``A`` and target patterns ``Bm`` cut by the baseline subspaces."""
+    a_in, a_out = _split_source(geometry, A)
+    b_in, b_out = _split_target(target_basis, Bm)
+    return _PatternSplit({True: a_in, False: a_out}, {True: b_in, False: b_out})
+
+
+def _channel_fractions(split):
+    """Each channel's four fractions and its two alignments, from its split patterns.
+
+    The fractions come from the two components' squared norms (not 1 -
+    inside), so a nearly-contained pattern keeps its small complement
+    accurately.
+
+    Returns
+    -------
+    fractions : dict
+        ``part -> ndarray of shape (K,)`` over :data:`PARTS`.
+    source_alignment, target_alignment : ndarray of shape (K,)
+    """
+    sa_in, sa_out = _sq_norms(split.source[True]), _sq_norms(split.source[False])
+    sb_in, sb_out = _sq_norms(split.target[True]), _sq_norms(split.target[False])
+    source_alignment = _ratio(sa_in, sa_in + sa_out)
+    target_alignment = _ratio(sb_in, sb_in + sb_out)
+    s_frac = {True: source_alignment, False: _ratio(sa_out, sa_in + sa_out)}
+    t_frac = {True: target_alignment, False: _ratio(sb_out, sb_in + sb_out)}
+    fractions = {part: s_frac[s] * t_frac[t] for part, (s, t) in _SIDES.items()}
+    return fractions, source_alignment, target_alignment
+
+
+def _tensor_energies(lam, C, split):
+    """``||Pi_part W||^2`` of the whole tensor per part, from K x K Grams.
+
+    ``||sum_k lambda_k x_k o y_k o c_k||^2 = sum_kl lambda_k lambda_l
+    <x_k,x_l><y_k,y_l><c_k,c_l>``: the p x q x m tensor is never formed.
+    """
+    weight_gram = np.outer(lam, lam) * (C.T @ C)
+    energies = {}
+    for part, (s_side, t_side) in _SIDES.items():
+        xs, ys = split.source[s_side], split.target[t_side]
+        energies[part] = max(float(np.sum(weight_gram * (xs.T @ xs) * (ys.T @ ys))), 0.0)
+    return energies
+
+
 # ------------------------------------------------------------------ per channel + total
 
 
@@ -250,38 +309,32 @@ def decompose_channels(
     lam = np.asarray(channel_weights, dtype=float).reshape(-1)
     _check_factor_shapes(U, V, A, Bm, C, lam)
     geometry = _SourceMetric(U, metric, source_covariance, covariance_ridge)
-    target_basis = linalg.orth(V)
+    split = _split_patterns(geometry, linalg.orth(V), A, Bm)
+    ds = _decomposition_dataset(lam, *_channel_fractions(split), _tensor_energies(lam, C, split))
+    ds.attrs.update(
+        {
+            "title": "MIC decomposition: reshape / private source / private target / new",
+            "metric": metric,
+            "rank": int(U.shape[1]),
+            "n_channels": int(lam.size),
+            "dominant": _dominant_label(ds),
+            "covariance_ridge_added": geometry.ridge_added,
+            "note": "per-channel fractions sum to 1 over the four kinds; total_* are "
+            "fractions of the whole tensor energy; see mics.model.summarize",
+        }
+    )
+    return ds
 
-    a_in, a_out = _split_source(geometry, A)
-    b_in, b_out = _split_target(target_basis, Bm)
 
-    # Fractions from the two components' squared norms (not 1 - inside), so a
-    # nearly-contained pattern keeps its small complement accurately.
-    sa_in, sa_out = _sq_norms(a_in), _sq_norms(a_out)
-    sb_in, sb_out = _sq_norms(b_in), _sq_norms(b_out)
-    source_alignment = _ratio(sa_in, sa_in + sa_out)
-    target_alignment = _ratio(sb_in, sb_in + sb_out)
-    s_frac = {True: source_alignment, False: _ratio(sa_out, sa_in + sa_out)}
-    t_frac = {True: target_alignment, False: _ratio(sb_out, sb_in + sb_out)}
-
-    # ||sum_k lambda_k x_k o y_k o c_k||^2 = sum_kl lambda_k lambda_l <x_k,x_l><y_k,y_l><c_k,c_l>
-    source_parts = {True: a_in, False: a_out}
-    target_parts = {True: b_in, False: b_out}
-    weight_gram = np.outer(lam, lam) * (C.T @ C)
-    energies = {}
-    for part, (s_side, t_side) in _SIDES.items():
-        xs, ys = source_parts[s_side], target_parts[t_side]
-        energies[part] = max(float(np.sum(weight_gram * (xs.T @ xs) * (ys.T @ ys))), 0.0)
-    energy_total = sum(energies.values())
-
-    channel = np.arange(lam.size)
+def _decomposition_dataset(lam, fractions, source_alignment, target_alignment, energies):
+    """The variables of :func:`decompose_channels`: per channel, then the whole tensor."""
     data_vars = {
         "channel_weight": ("channel", lam, {"long_name": "channel weight lambda_k"}),
     }
-    for part, (s_side, t_side) in _SIDES.items():
+    for part in _SIDES:
         data_vars[part] = (
             "channel",
-            s_frac[s_side] * t_frac[t_side],
+            fractions[part],
             {"long_name": _LONG_NAME[part], "units": "fraction of channel energy"},
         )
     data_vars["source_alignment"] = (
@@ -294,6 +347,7 @@ def decompose_channels(
         target_alignment,
         {"long_name": "|P_T b|^2 / |b|^2: share of the target pattern in span(V)"},
     )
+    energy_total = sum(energies.values())
     # Energies before the total_* fractions: a Dataset repr shows the first and
     # last few variables, and the whole-tensor fractions are what users look for.
     for part in PARTS:
@@ -306,7 +360,6 @@ def decompose_channels(
             frac,
             {"long_name": f"whole modulation tensor: {_LONG_NAME[part]}", "units": "fraction"},
         )
-
     # The statistic the method exists for (MODEL.md, section 6): does the state
     # reconfigure which source patterns communicate (private source) more than
     # where in the target they land (private target)? A difference of the two
@@ -325,21 +378,7 @@ def decompose_channels(
             "units": "fraction",
         },
     )
-
-    ds = xr.Dataset(data_vars, coords={"channel": channel})
-    ds.attrs.update(
-        {
-            "title": "MIC decomposition: reshape / private source / private target / new",
-            "metric": metric,
-            "rank": int(U.shape[1]),
-            "n_channels": int(lam.size),
-            "dominant": _dominant_label(ds),
-            "covariance_ridge_added": geometry.ridge_added,
-            "note": "per-channel fractions sum to 1 over the four kinds; total_* are "
-            "fractions of the whole tensor energy; see mics.model.summarize",
-        }
-    )
-    return ds
+    return xr.Dataset(data_vars, coords={"channel": np.arange(lam.size)})
 
 
 def cross_energies(
@@ -385,16 +424,20 @@ def cross_energies(
     target_basis = linalg.orth(V)
     sides = []
     for lam, A, Bm, C in (first, second):
-        a_in, a_out = _split_source(geometry, _as_matrix(A, "source_patterns"))
-        b_in, b_out = _split_target(target_basis, _as_matrix(Bm, "target_patterns"))
-        sides.append(
-            (np.asarray(lam, dtype=float).reshape(-1), {True: a_in, False: a_out},
-             {True: b_in, False: b_out}, _as_matrix(C, "modulator_patterns"))
+        split = _split_patterns(
+            geometry,
+            target_basis,
+            _as_matrix(A, "source_patterns"),
+            _as_matrix(Bm, "target_patterns"),
         )
-    (l1, s1, t1, c1), (l2, s2, t2, c2) = sides
+        lam = np.asarray(lam, dtype=float).reshape(-1)
+        sides.append((lam, split, _as_matrix(C, "modulator_patterns")))
+    (l1, x1, c1), (l2, x2, c2) = sides
     weight_gram = np.outer(l1, l2) * (c1.T @ c2)
     return {
-        part: float(np.sum(weight_gram * (s1[s].T @ s2[s]) * (t1[t].T @ t2[t])))
+        part: float(
+            np.sum(weight_gram * (x1.source[s].T @ x2.source[s]) * (x1.target[t].T @ x2.target[t]))
+        )
         for part, (s, t) in _SIDES.items()
     }
 

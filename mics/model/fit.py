@@ -42,6 +42,7 @@ from mics.model.reduction import (
     planned_sizes,
     reduce_inputs,
 )
+from mics.model.settings import FitSettings
 from mics.model.solver import choose_solver_for, warn_if_slow
 from mics.model.sparsity_path import chooses_sparsity
 
@@ -242,106 +243,211 @@ def fit_problem(params, problem, *, cv_only=False):
     n, p, q, m = problem.shape
     check_params(params, p, q, m)
     check_components(params)
-    config = SimpleNamespace(**params)
-    rng = check_random_state(config.random_state)
+    rng = check_random_state(params["random_state"])
     # Penalties (and sparsity) chosen by CV need the folds even when the sizes are fixed.
-    fixed = config.rank is not None and config.n_channels is not None
-    fixed = fixed and not chooses_penalties(config)
-    # Populations larger than the number of samples (or asked to principal
-    # components) are fitted in fewer coordinates (mics.model.reduction).
-    # The group lasso on neurons is not invariant to a change of basis, so
-    # a sparse fit keeps its neurons.
-    plan = None
-    if problem.in_memory and not (chooses_sparsity(config) or getattr(config, "sparsity", 0.0)):
-        plan = plan_reduction(params, n, p, q, m)
-    reduction = None
-    if problem.in_memory:
-        p_, q_, m_ = planned_sizes(plan, params, n, p, q, m)
-        config.solver_ = choose_solver_for(params, n, p_, m_, q_)
-        warn_if_slow(params, n, (p, q, m), (p_, q_, m_), config.solver_)
+    fixed = params["rank"] is not None and params["n_channels"] is not None
+    fixed = fixed and not chooses_penalties(params)
+    coordinates = _coordinates(params, problem)
+    splits = None if fixed else problem.splits(params["cv"], params["gap"])
+    if not problem.in_memory or (
+        fixed and coordinates.solver == "moments" and coordinates.plan is None
+    ):
+        standard = _standard_from_raw_moments(problem, splits)
     else:
-        config.solver_ = check_moment_solver(params, p, q, m)
-    splits = None if fixed else problem.splits(config.cv, config.gap)
-    data = None  # the standardised arrays, when the data path or its selection needs them
-    if not problem.in_memory or (fixed and config.solver_ == "moments" and plan is None):
-        # Raw moments as given: the scales and the standardised moments
-        # follow from them exactly, with no variance pass and no
-        # standardised copies of the data (a pass over the rows and a copy
-        # of every array saved).
-        total, folds = problem.fold_moments(splits)
-        scales = InputScales.from_raw_moments(total)
-        standard = scales.standardize_raw_moments
-        total = standard(total)
-        if folds is not None:
-            # a fold without a gap excludes exactly its held-out block: scale it once
-            folds = [
-                (tr, te, st := standard(t), st if e is t else standard(e))
-                for tr, te, t, e in folds
-            ]
+        standard = _standard_from_data(params, problem, coordinates, splits, fixed)
+    settings = FitSettings.from_params(
+        params, solver_=coordinates.solver, embedding_=standard.reduction
+    )
+    if standard.folds is None:
+        rank, n_channels, cv_results = int(params["rank"]), int(params["n_channels"]), None
     else:
-        scales = InputScales.from_data(problem.X, problem.Y, problem.Z)
-        data = scales.standardize(problem.X, problem.Y, problem.Z)
-        if plan is not None:
-            # after the standardisation: the scales are the full data's. The
-            # fold fits find the reduction on the config (one basis of all
-            # rows serves every fold: see mics.model.reduction).
-            reduction, data = reduce_inputs(plan, params, *data)
-            config.embedding_ = reduction
-        if fixed:  # the data path's linear moments (all of them when reduced on moments)
-            total, folds = compute_moments(*data, interaction=config.solver_ == "moments"), None
-        else:
-            standardised = replace(problem, X=data[0], Y=data[1], Z=data[2])
-            moments = config.solver_ == "moments"
-            # Held together, the folds' interaction moments multiply their
-            # memory by cv (11 copies of 512 MB at p = 2000, m = 3): past
-            # the moment budget (memory_limit) each fold's are computed when
-            # its fits need them instead, the same values, one fold at a
-            # time, for about one more pass over the data per stage.
-            nbytes = len(splits) * moment_nbytes(p_, m_, q_)
-            keep = not moments or nbytes <= config.memory_limit
-            total, folds = standardised.fold_moments(splits, interaction=moments, keep=keep)
-    if folds is not None:
-        # sets config.alpha, alpha_channels and sparsity to the chosen values, where asked
-        rank, n_channels, cv_results = select_with_penalties(
-            config, total, folds, rng, data, channels=not cv_only
+        chosen = select_with_penalties(
+            settings, standard.total, standard.folds, rng, standard.data, channels=not cv_only
         )
+        rank, n_channels, cv_results = chosen.rank, chosen.n_channels, chosen.cv_results
         if cv_only:
-            return FitOutcome(rank, n_channels, cv_results, config.solver_)
+            return FitOutcome(rank, n_channels, cv_results, settings.solver_)
+        settings = replace(
+            settings,
+            alpha=chosen.alpha,
+            alpha_channels=chosen.alpha_channels,
+            sparsity=chosen.sparsity,
+        )
+    result, cm = _fit_all_samples(settings, standard, rank, n_channels, rng)
+    _warn_empty_channels(result, settings.sparsity, n_channels)
+    if standard.reduction is not None:  # patterns over neurons again
+        result = standard.reduction.restore_fit(result)
+        cm = standard.reduction.restore_moments(cm)
+    cm = standard.scales.restore_moments(cm, interaction=False)
+    with single_blas_thread():  # small SVDs, see fit_mic_model
+        result = restore_fit(result, standard.scales)
+    return FitOutcome(
+        rank,
+        n_channels,
+        cv_results,
+        settings.solver_,
+        result,
+        cm,
+        standard.scales,
+        standard.reduction,
+    )
+
+
+@dataclass(frozen=True)
+class _Coordinates:
+    """Where a problem is fitted: the reduction planned, the sizes it leaves, the solver.
+
+    ``plan`` is None when every population is fitted on its neurons (or the
+    data are not in memory); ``sizes`` are the ``(p, q, m)`` the fits then
+    run in.
+    """
+
+    plan: dict | None
+    sizes: tuple
+    solver: str
+
+
+def _coordinates(params, problem):
+    """The coordinates and the solver of a problem's fits.
+
+    Populations larger than the number of samples (or asked to principal
+    components) are fitted in fewer coordinates (:mod:`mics.model.reduction`).
+    The group lasso on neurons is not invariant to a change of basis, so a
+    sparse fit keeps its neurons. Data not in memory are fitted from their
+    moments.
+    """
+    n, p, q, m = problem.shape
+    if not problem.in_memory:
+        return _Coordinates(None, (p, q, m), check_moment_solver(params, p, q, m))
+    plan = None
+    if not (chooses_sparsity(params) or params.get("sparsity", 0.0)):
+        plan = plan_reduction(params, n, p, q, m)
+    p_, q_, m_ = planned_sizes(plan, params, n, p, q, m)
+    solver = choose_solver_for(params, n, p_, m_, q_)
+    warn_if_slow(params, n, (p, q, m), (p_, q_, m_), solver)
+    return _Coordinates(plan, (p_, q_, m_), solver)
+
+
+@dataclass(frozen=True)
+class _StandardProblem:
+    """A problem in standard units, as the selection and the final fit read it.
+
+    Attributes
+    ----------
+    scales : InputScales
+    total : RawMoments or RawLinearMoments
+        The standardised moments of all samples.
+    folds : list or None
+        The folds' ``(train, test, test_moments, excluded_moments)``, None
+        when nothing is chosen on folds.
+    data : tuple of ndarray or None
+        The standardised (and reduced) ``(X, Y, Z)``, when the data path or
+        its selection needs them.
+    reduction : Reduction or None
+        The coordinates of ``data`` when some populations were reduced.
+    """
+
+    scales: InputScales
+    total: object
+    folds: list | None
+    data: tuple | None = None
+    reduction: Reduction | None = None
+
+
+def _standard_from_raw_moments(problem, splits):
+    """The problem in standard units from its raw moments alone.
+
+    The scales and the standardised moments follow from the raw moments
+    exactly, with no variance pass and no standardised copies of the data
+    (a pass over the rows and a copy of every array saved).
+    """
+    total, folds = problem.fold_moments(splits)
+    scales = InputScales.from_raw_moments(total)
+    standard = scales.standardize_raw_moments
+    total = standard(total)
+    if folds is not None:
+        # a fold without a gap excludes exactly its held-out block: scale it once
+        folds = [
+            (tr, te, st := standard(t), st if e is t else standard(e)) for tr, te, t, e in folds
+        ]
+    return _StandardProblem(scales, total, folds)
+
+
+def _standard_from_data(params, problem, coordinates, splits, fixed):
+    """The problem in standard units from its standardised (and reduced) data."""
+    scales = InputScales.from_data(problem.X, problem.Y, problem.Z)
+    data = scales.standardize(problem.X, problem.Y, problem.Z)
+    reduction = None
+    if coordinates.plan is not None:
+        # after the standardisation: the scales are the full data's. The
+        # fold fits are built in the same coordinates (one basis of all rows
+        # serves every fold: see mics.model.reduction).
+        reduction, data = reduce_inputs(coordinates.plan, params, *data)
+    moments = coordinates.solver == "moments"
+    if fixed:  # the data path's linear moments (all of them when reduced on moments)
+        return _StandardProblem(
+            scales, compute_moments(*data, interaction=moments), None, data, reduction
+        )
+    standardised = replace(problem, X=data[0], Y=data[1], Z=data[2])
+    # Held together, the folds' interaction moments multiply their memory by
+    # cv (11 copies of 512 MB at p = 2000, m = 3): past the moment budget
+    # (memory_limit) each fold's are computed when its fits need them
+    # instead, the same values, one fold at a time, for about one more pass
+    # over the data per stage.
+    p_, q_, m_ = coordinates.sizes
+    nbytes = len(splits) * moment_nbytes(p_, m_, q_)
+    keep = not moments or nbytes <= params["memory_limit"]
+    total, folds = standardised.fold_moments(splits, interaction=moments, keep=keep)
+    return _StandardProblem(scales, total, folds, data, reduction)
+
+
+def _fit_all_samples(settings, standard, rank, n_channels, rng):
+    """The fit of the chosen sizes and penalties on every sample (standard units).
+
+    Returns
+    -------
+    fit : MICFit
+        In the fitted coordinates and standard units.
+    cm : CenteredMoments
+        The centred moments of every sample it was fitted to.
+    """
+    cm = standard.total.centered()
+    embedding = standard.reduction
+    if settings.solver_ == "moments":
+        op = MomentOperator(cm, embedding=embedding)
     else:
-        rank, n_channels, cv_results = int(config.rank), int(config.n_channels), None
-    cm = total.centered()
-    op = MomentOperator(cm) if config.solver_ == "moments" else DataOperator(cm, *data)
-    op.embedding = reduction
-    result = fit_mic_model(
+        op = DataOperator(cm, *standard.data, embedding=embedding)
+    fit = fit_mic_model(
         op,
         rank,
         n_channels,
-        **penalties(op, config.alpha, config.alpha_channels, **sparse_settings(config)),
-        n_init=config.n_init,
-        max_iter=config.max_iter,
-        tol=config.tol,
+        **penalties(op, settings.alpha, settings.alpha_channels, **sparse_settings(settings)),
+        n_init=settings.n_init,
+        max_iter=settings.max_iter,
+        tol=settings.tol,
         random_state=rng.randint(np.iinfo(np.int32).max),
     )
-    sparsity = getattr(config, "sparsity", 0.0)
-    if sparsity and n_channels:
-        # A group penalty too large for the signal zeroes every neuron of a
-        # channel: a stationary point, not a finding of "no members".
-        empty = int(np.sum(np.asarray(result.weights) == 0))
-        if empty:
-            warnings.warn(
-                f"sparsity={sparsity:g} set every neuron of {empty} of {n_channels} "
-                "channel(s) to zero: the penalty is larger than the signal there. Lower "
-                "sparsity (sparsity='cv' chooses it on the folds) or "
-                "fit fewer channels.",
-                UserWarning,
-                stacklevel=3,
-            )
-    if reduction is not None:  # patterns over neurons again
-        result, cm = reduction.restore_fit(result), reduction.restore_moments(cm)
-    cm = scales.restore_moments(cm, interaction=False)
-    with single_blas_thread():  # small SVDs, see fit_mic_model
-        result = restore_fit(result, scales)
-    return FitOutcome(rank, n_channels, cv_results, config.solver_, result, cm, scales, reduction)
+    return fit, cm
+
+
+def _warn_empty_channels(fit, sparsity, n_channels):
+    """Warn where a group penalty zeroed every neuron of a channel.
+
+    A penalty too large for the signal zeroes a channel: a stationary point,
+    not a finding of "no members".
+    """
+    if not (sparsity and n_channels):
+        return
+    empty = int(np.sum(np.asarray(fit.weights) == 0))
+    if empty:
+        warnings.warn(
+            f"sparsity={sparsity:g} set every neuron of {empty} of {n_channels} "
+            "channel(s) to zero: the penalty is larger than the signal there. Lower "
+            "sparsity (sparsity='cv' chooses it on the folds) or "
+            "fit fewer channels.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def check_moment_solver(params, p, q, m):

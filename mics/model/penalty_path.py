@@ -43,6 +43,7 @@ applied afterwards.
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -64,6 +65,7 @@ __all__ = [
     "chosen_penalties",
     "chooses_penalties",
     "penalty_grid",
+    "Selection",
     "select_with_penalties",
 ]
 
@@ -149,15 +151,36 @@ def chosen_penalties(params, cv_results):
     return float(out["alpha"]), float(out["alpha_channels"])
 
 
-def select_with_penalties(config, total, folds, rng, data=None, channels=True):
+@dataclass(frozen=True)
+class Selection:
+    """What the folds chose: the sizes, the penalties of the final fit and the table.
+
+    Attributes
+    ----------
+    rank, n_channels : int
+    alpha, alpha_channels, sparsity
+        The relative penalties the final fit uses: chosen on the folds where
+        the settings asked (floats), as given otherwise.
+    cv_results : dict
+        See :func:`select_with_penalties`.
+    """
+
+    rank: int
+    n_channels: int
+    alpha: object
+    alpha_channels: object
+    sparsity: object
+    cv_results: dict
+
+
+def select_with_penalties(settings, total, folds, rng, data=None, channels=True):
     """:func:`select_from_moments` with the penalties chosen on the same folds where asked.
 
     Parameters
     ----------
-    config : namespace
-        The estimator's parameters plus ``solver_``; ``alpha``,
-        ``alpha_channels`` and ``sparsity`` may be "cv" or sequences. On
-        return they hold the chosen floats (the final fit reads them there).
+    settings : mics.model.settings.FitSettings
+        ``alpha``, ``alpha_channels`` and ``sparsity`` may be "cv" or
+        sequences (left as they are: the choices come back in the result).
     total, folds, rng, data
         As :func:`mics.model.selection.select_from_moments` (standardised).
     channels : bool, default=True
@@ -167,65 +190,97 @@ def select_with_penalties(config, total, folds, rng, data=None, channels=True):
 
     Returns
     -------
-    rank, n_channels : int
-    cv_results : dict
-        The selection's table plus, for a chosen penalty ``name``: ``name``
-        (the candidates, largest first), ``name_fold_loss`` (n_grid,
-        n_folds), ``name_mean_loss``, ``name_sem_loss`` and
-        ``name_best_index`` (the chosen candidate). ``alpha_rank`` gives the
-        rank each ``alpha`` was scored at; ``alpha_channels_penalised_loss``
-        (n_grid, n_folds) the training objective at the end of each fit of
-        the path (it never increases along the path). When ``K = 0`` was
-        selected the ``alpha_channels`` losses are NaN and ``best_index``
-        points at the provisional value. With ``sparsity`` chosen, the
-        entries of :func:`mics.model.sparsity_path.summarize` (the sizes
-        and ``alpha_channels`` are then chosen on the dense model, and
-        ``config.sparsity`` holds the chosen weight on return).
+    Selection
+        Its ``cv_results`` hold the selection's table plus, for a chosen
+        penalty ``name``: ``name`` (the candidates, largest first),
+        ``name_fold_loss`` (n_grid, n_folds), ``name_mean_loss``,
+        ``name_sem_loss`` and ``name_best_index`` (the chosen candidate).
+        ``alpha_rank`` gives the rank each ``alpha`` was scored at;
+        ``alpha_channels_penalised_loss`` (n_grid, n_folds) the training
+        objective at the end of each fit of the path (it never increases
+        along the path). When ``K = 0`` was selected the ``alpha_channels``
+        losses are NaN and ``best_index`` points at the provisional value.
+        With ``sparsity`` chosen, the entries of
+        :func:`mics.model.sparsity_path.summarize` (the sizes and
+        ``alpha_channels`` are then chosen on the dense model).
     """
     results = {}
-    grid = penalty_grid(config.alpha, "alpha")
+    grid = penalty_grid(settings.alpha, "alpha")
     if grid is not None:
-        with single_blas_thread():
-            fold_loss, ranks = baseline_penalty_path(config, total, folds, data, grid)
-        results.update(_summary("alpha", grid, fold_loss))
-        results["alpha_rank"] = ranks
-        config.alpha = float(grid[results["alpha_best_index"]])
-    grid_c = penalty_grid(config.alpha_channels, "alpha_channels")
+        summary = _choose_alpha(settings, total, folds, data, grid)
+        results.update(summary)
+        settings = replace(settings, alpha=float(grid[summary["alpha_best_index"]]))
+    grid_c = penalty_grid(settings.alpha_channels, "alpha_channels")
     if grid_c is not None:
         with np.errstate(divide="ignore"):  # a candidate 0 is infinitely far
             distance = np.abs(np.log(grid_c / _PROVISIONAL_CHANNELS))
         provisional = int(np.argmin(distance))
-        config.alpha_channels = float(grid_c[provisional])
+        settings = replace(settings, alpha_channels=float(grid_c[provisional]))
     # sparsity="cv": the sizes and alpha_channels are chosen on the dense
     # model, then the sparsity path runs at them (mics.model.sparsity_path)
-    grid_s = sparsity_grid(getattr(config, "sparsity", 0.0))
+    grid_s = sparsity_grid(settings.sparsity)
+    chosen_sparsity = settings.sparsity
     if grid_s is not None:
-        config.sparsity = 0.0
-    rank, n_channels, selected = select_from_moments(config, total, folds, rng, data)
+        settings = replace(settings, sparsity=0.0)
+    rank, n_channels, selected = select_from_moments(settings, total, folds, rng, data)
     results.update(selected)
+    path = channels and n_channels > 0
     if grid_c is not None:
-        if channels and n_channels > 0:
-            with single_blas_thread():
-                fold_loss, objective = channel_penalty_path(
-                    config, total, folds, data, rank, n_channels, grid_c
-                )
-            summary = _summary("alpha_channels", grid_c, fold_loss)
-            summary["alpha_channels_penalised_loss"] = objective
-        else:
-            nan = np.full((grid_c.size, len(folds)), np.nan)
-            summary = _summary("alpha_channels", grid_c, nan)
-            summary["alpha_channels_best_index"] = provisional
-            summary["alpha_channels_penalised_loss"] = nan
+        summary = _choose_alpha_channels(
+            settings, total, folds, data, rank, n_channels, grid_c, provisional, path
+        )
         results.update(summary)
-        config.alpha_channels = float(grid_c[summary["alpha_channels_best_index"]])
+        settings = replace(
+            settings, alpha_channels=float(grid_c[summary["alpha_channels_best_index"]])
+        )
     if grid_s is not None:
-        if channels and n_channels > 0:
-            summary = sparsity_path(config, total, folds, data, rank, n_channels, grid_s)
+        if path:
+            summary = sparsity_path(settings, total, folds, data, rank, n_channels, grid_s)
         else:
             summary = no_path(grid_s, len(folds))
         results.update(summary)
-        config.sparsity = float(grid_s[summary["sparsity_best_index"]])
-    return rank, n_channels, results
+        chosen_sparsity = float(grid_s[summary["sparsity_best_index"]])
+    return Selection(
+        rank=rank,
+        n_channels=n_channels,
+        alpha=settings.alpha,
+        alpha_channels=settings.alpha_channels,
+        sparsity=chosen_sparsity,
+        cv_results=results,
+    )
+
+
+def _choose_alpha(settings, total, folds, data, grid):
+    """The ``alpha`` entries of the table: the baseline penalty path on every fold."""
+    with single_blas_thread():
+        fold_loss, ranks = baseline_penalty_path(settings, total, folds, data, grid)
+    summary = _summary("alpha", grid, fold_loss)
+    summary["alpha_rank"] = ranks
+    return summary
+
+
+def _choose_alpha_channels(
+    settings, total, folds, data, rank, n_channels, grid, provisional, path
+):
+    """The ``alpha_channels`` entries of the table: the channel penalty path, where it runs.
+
+    Without the path (``path`` False: no channel selected, or the channel
+    path not asked for) the losses are NaN and the choice is the
+    ``provisional`` candidate.
+    """
+    if path:
+        with single_blas_thread():
+            fold_loss, objective = channel_penalty_path(
+                settings, total, folds, data, rank, n_channels, grid
+            )
+        summary = _summary("alpha_channels", grid, fold_loss)
+        summary["alpha_channels_penalised_loss"] = objective
+        return summary
+    nan = np.full((grid.size, len(folds)), np.nan)
+    summary = _summary("alpha_channels", grid, nan)
+    summary["alpha_channels_best_index"] = provisional
+    summary["alpha_channels_penalised_loss"] = nan
+    return summary
 
 
 def _summary(name, grid, fold_loss):
@@ -245,12 +300,12 @@ def _summary(name, grid, fold_loss):
     return out
 
 
-def baseline_penalty_path(config, total, folds, data, grid):
+def baseline_penalty_path(settings, total, folds, data, grid):
     """Held-out loss of the channel-free model for each baseline penalty.
 
     Parameters
     ----------
-    config : namespace
+    settings : mics.model.settings.FitSettings
         ``rank`` (None: every rank up to ``max_rank`` is scored and each
         candidate keeps its best), ``max_rank``, ``solver_``.
     total, folds, data
@@ -265,17 +320,17 @@ def baseline_penalty_path(config, total, folds, data, grid):
     ranks : ndarray of int, shape (n_grid,)
         The fixed rank, or the rank with the smallest mean loss per candidate.
     """
-    embedding = getattr(config, "embedding_", None)
+    embedding = settings.embedding_
     p, q = _sizes(total) if embedding is None else embedding.sizes[:2]
     ranks = (
-        [int(config.rank)]
-        if config.rank is not None
-        else list(range(min(config.max_rank, p, q) + 1))
+        [int(settings.rank)]
+        if settings.rank is not None
+        else list(range(min(settings.max_rank, p, q) + 1))
     )
     # (n_grid, n_ranks, n_folds): the baseline path gives every rank at once
     loss = np.empty((len(grid), len(ranks), len(folds)))
     for f, fold in enumerate(folds):
-        op, score = fold_operator(config, total, fold, data)
+        op, score = fold_operator(settings, total, fold, data)
         for i, a in enumerate(grid):
             alpha_B = penalties(op, a, 0.0)["alpha_B"]
             for j, (B, D, _, V) in enumerate(baseline_path(op, ranks, alpha_B)):
@@ -285,7 +340,7 @@ def baseline_penalty_path(config, total, folds, data, grid):
     return fold_loss, np.asarray(ranks)[best]
 
 
-def channel_penalty_path(config, total, folds, data, rank, n_channels, grid):
+def channel_penalty_path(settings, total, folds, data, rank, n_channels, grid):
     """Held-out loss of the ``(rank, n_channels)`` model along a warm-started penalty path.
 
     In every fold the candidates are fitted from the largest to the
@@ -296,7 +351,7 @@ def channel_penalty_path(config, total, folds, data, rank, n_channels, grid):
 
     Parameters
     ----------
-    config : namespace
+    settings : mics.model.settings.FitSettings
         ``alpha`` (a float), ``max_iter``, ``tol``, ``solver_``, ``n_jobs``.
     total, folds, data
         As :func:`select_with_penalties`.
@@ -315,21 +370,26 @@ def channel_penalty_path(config, total, folds, data, rank, n_channels, grid):
     """
 
     def penalise(op, a):
-        return _penalties(op, config, a)
+        return _penalties(op, settings, a)
 
-    out = warm_path(config, total, folds, data, rank, n_channels, grid, penalise)
+    out = warm_path(settings, total, folds, data, rank, n_channels, grid, penalise)
     return out["fold_loss"], out["objective"]
 
 
-def _penalties(op, config, alpha_channels):
+def _penalties(op, settings, alpha_channels):
     """Absolute penalties of a fold fit, with the estimator's other penalty settings.
 
     Settings beyond the two relative ridges (a group lasso's ``sparsity`` and
     ``sparse_on``, where the estimator has them) are passed on as the
     selection passes them, so the path scores the model the final fit fits.
     """
-    extra = {k: getattr(config, k) for k in ("sparsity", "sparse_on") if hasattr(config, k)}
-    return penalties(op, config.alpha, alpha_channels, **extra)
+    return penalties(
+        op,
+        settings.alpha,
+        alpha_channels,
+        sparsity=settings.sparsity,
+        sparse_on=settings.sparse_on,
+    )
 
 
 def _sizes(total):

@@ -181,7 +181,7 @@ def summarize_cv(candidates, fold_loss, key):
 # when the fold's operator itself is rebuilt.
 
 
-def _fold_states(estimator, n_folds):
+def _fold_states(settings, n_folds):
     """One state per fold (its memory allowance), for :func:`_fold_task` to carry forward.
 
     A fold's moment operator is kept for the next stage when all folds'
@@ -189,7 +189,7 @@ def _fold_states(estimator, n_folds):
     user set for interaction moments); otherwise, and on the data path, each
     stage rebuilds it.
     """
-    keep = float(estimator.memory_limit) / 2 / max(n_folds, 1)
+    keep = float(settings.memory_limit) / 2 / max(n_folds, 1)
     return [{"keep_bytes": keep} for _ in range(n_folds)]
 
 
@@ -197,26 +197,29 @@ def _nbytes(obj):
     return sum(a.nbytes for a in vars(obj).values() if isinstance(a, np.ndarray))
 
 
-def _training_operator(config, total, fold, data):
+def _training_operator(settings, total, fold, data):
     """A fold's training operator (its moments centred) and those centred moments."""
     from mics.core.als import DataOperator, MomentOperator
 
     train, _, _, excl_m = fold
     cm = (total - excl_m).centered()
-    op = MomentOperator(cm) if config.solver_ == "moments" else DataOperator(cm, *data, rows=train)
     # reduced coordinates (mics.model.reduction): the full problem's
     # penalties and draws; the basis of all rows holds every fold's
-    op.embedding = getattr(config, "embedding_", None)
+    embedding = settings.embedding_
+    if settings.solver_ == "moments":
+        op = MomentOperator(cm, embedding=embedding)
+    else:
+        op = DataOperator(cm, *data, rows=train, embedding=embedding)
     return op, cm
 
 
-def fold_scorer(config, fold, cm, data):
+def fold_scorer(settings, fold, cm, data):
     """The held-out NSE of fits on one fold: ``score(B, D, fit, basis=None)``.
 
     Parameters
     ----------
-    config : namespace
-        ``solver_``.
+    settings : mics.model.settings.FitSettings
+        Read for ``solver_``.
     fold : tuple
         ``(train, test, test_moments, excluded_moments)``.
     cm : CenteredMoments
@@ -225,12 +228,12 @@ def fold_scorer(config, fold, cm, data):
         The standardised ``(X, Y, Z)`` (data path).
     """
     _, test, test_m, _ = fold
-    if config.solver_ == "moments":
+    if settings.solver_ == "moments":
         return lambda B, D, fit, basis=None: heldout_loss(test_m, cm, B, D, fit, basis)
     return lambda B, D, fit, basis=None: data_heldout_loss(data, test, cm, B, D, fit)
 
 
-def fold_operator(config, total, fold, data):
+def fold_operator(settings, total, fold, data):
     """A fold's training operator (its moments centred) and the held-out scorer.
 
     The one construction behind the selection's fold fits and the penalty
@@ -238,8 +241,8 @@ def fold_operator(config, total, fold, data):
 
     Parameters
     ----------
-    config : namespace
-        ``solver_`` and, for reduced coordinates, ``embedding_``.
+    settings : mics.model.settings.FitSettings
+        Read for ``solver_`` and ``embedding_`` (reduced coordinates).
     total, fold, data
         The standardised moments, one fold ``(train, test, test_moments,
         excluded_moments)`` and the data (data path), as
@@ -251,11 +254,11 @@ def fold_operator(config, total, fold, data):
     score : callable
         ``score(B, D, fit, basis=None)`` -> held-out NSE (:func:`fold_scorer`).
     """
-    op, cm = _training_operator(config, total, fold, data)
-    return op, fold_scorer(config, fold, cm, data)
+    op, cm = _training_operator(settings, total, fold, data)
+    return op, fold_scorer(settings, fold, cm, data)
 
 
-def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, state=None):
+def _fold_task(settings, total, fold, data, stage, rank, candidates, seed, state=None):
     """Fit every candidate on one training fold and score it on the held-out block.
 
     ``state`` (a dict per fold, from :func:`_fold_states`) carries the
@@ -272,17 +275,17 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
     if state is not None and "operator" in state:
         op, cm = state["operator"]
     else:
-        op, cm = _training_operator(estimator, total, fold, data)
+        op, cm = _training_operator(settings, total, fold, data)
         if state is not None:
             op.restore_caches(state.get("caches"))
-    score = fold_scorer(estimator, fold, cm, data)
-    pen = penalties(op, estimator.alpha, estimator.alpha_channels, **sparse_settings(estimator))
+    score = fold_scorer(settings, fold, cm, data)
+    pen = penalties(op, settings.alpha, settings.alpha_channels, **sparse_settings(settings))
     if stage == "rank":
         baselines = baseline_path(op, candidates, pen["alpha_B"])
         fits = [(B, D, None, V) for B, D, _, V in baselines]
     else:
         previous = None if state is None else state.get("previous")
-        path = _channel_path(estimator, op, rank, candidates, pen, seed, previous)
+        path = _channel_path(settings, op, rank, candidates, pen, seed, previous)
         fits = [(f.coef, f.modulator_coef, f, f.coef_basis) for f in path]
         if state is not None:
             state["previous"] = path[int(np.argmax(candidates))]
@@ -297,7 +300,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
         # its weighted-Gram buffers with it). The held-out scores need only
         # the training means of cm, not its M.
         light = replace(cm, M=None)
-        moments = estimator.solver_ == "moments"
+        moments = settings.solver_ == "moments"
         if moments and _nbytes(op) + _nbytes(light) <= state["keep_bytes"]:
             state["operator"] = (op, light)
         else:
@@ -305,7 +308,7 @@ def _fold_task(estimator, total, fold, data, stage, rank, candidates, seed, stat
     return losses, state
 
 
-def _channel_path(estimator, op, rank, candidates, pen, seed, previous=None):
+def _channel_path(settings, op, rank, candidates, pen, seed, previous=None):
     """Fold fits for each channel count, every K warm-started from the K - 1 fit.
 
     The fits of one fold share its training moments, so the K - 1 solution
@@ -328,9 +331,9 @@ def _channel_path(estimator, op, rank, candidates, pen, seed, previous=None):
                 rank,
                 c,
                 **pen,
-                n_init=min(estimator.n_init, _CV_N_INIT),
-                max_iter=estimator.max_iter,
-                tol=max(estimator.tol, CV_TOL),
+                n_init=min(settings.n_init, _CV_N_INIT),
+                max_iter=settings.max_iter,
+                tol=max(settings.tol, CV_TOL),
                 random_state=seed,
                 warm_start=previous,
             )
@@ -340,20 +343,20 @@ def _channel_path(estimator, op, rank, candidates, pen, seed, previous=None):
     return [fits[i] for i in order]
 
 
-def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, desc, states=None):
+def _run_stage(settings, total, folds, data, stage, rank, candidates, seeds, desc, states=None):
     from joblib import Parallel, delayed
     from tqdm import tqdm
 
     carried = states is not None
     jobs = (
-        delayed(_fold_task)(estimator, total, fold, data, stage, rank, candidates, seed, state)
+        delayed(_fold_task)(settings, total, fold, data, stage, rank, candidates, seed, state)
         for fold, seed, state in zip(folds, seeds, states or [None] * len(folds), strict=True)
     )
     # Threads: the fold tasks spend their time in BLAS/LAPACK calls that
     # release the GIL, and threads share the moments unpickled.
-    results = Parallel(n_jobs=estimator.n_jobs, prefer="threads", return_as="generator")(jobs)
+    results = Parallel(n_jobs=settings.n_jobs, prefer="threads", return_as="generator")(jobs)
     out = list(
-        tqdm(results, total=len(folds), desc=desc, disable=not estimator.verbose, leave=False)
+        tqdm(results, total=len(folds), desc=desc, disable=not settings.verbose, leave=False)
     )
     capped = np.zeros((len(candidates), len(folds)), dtype=bool)
     if carried:
@@ -364,7 +367,7 @@ def _run_stage(estimator, total, folds, data, stage, rank, candidates, seeds, de
     return np.asarray(out).T, capped  # each (n_candidates, n_folds)
 
 
-def select_from_moments(estimator, total, folds, rng, data=None):
+def select_from_moments(settings, total, folds, rng, data=None):
     """Hierarchical selection: baseline rank, then number of channels given the rank.
 
     Both stages use blocked cross-validation (NSE pooled over target
@@ -374,7 +377,7 @@ def select_from_moments(estimator, total, folds, rng, data=None):
 
     Parameters
     ----------
-    estimator : MICs
+    settings : mics.model.settings.FitSettings
     total : RawMoments
         Moments of all samples (standardised units).
     folds : list of (train, test, test_moments, excluded_moments)
@@ -394,39 +397,39 @@ def select_from_moments(estimator, total, folds, rng, data=None):
         p, m, q = total.x_shift.size, total.z_shift.size, total.y_shift.size
     else:
         p, m, q = total.G.shape[0] - 1, total.G.shape[1] - 1, total.Gy.shape[2]
-    embedding = getattr(estimator, "embedding_", None)
+    embedding = settings.embedding_
     if embedding is not None:  # the candidates are the full problem's
         p, q, m = embedding.sizes
     # Set once, before any worker thread starts: the fold fits are small dense
     # solves (see fit_mic_model), and per-thread limits would race.
     with single_blas_thread():
-        return _select(estimator, total, folds, data, rng, p, q, m)
+        return _select(settings, total, folds, data, rng, p, q, m)
 
 
-def _select(estimator, total, folds, data, rng, p, q, m):
+def _select(settings, total, folds, data, rng, p, q, m):
     results = {}
-    states = _fold_states(estimator, len(folds))
-    if estimator.rank is None:
-        ranks = list(range(0, min(estimator.max_rank, p, q) + 1))
+    states = _fold_states(settings, len(folds))
+    if settings.rank is None:
+        ranks = list(range(0, min(settings.max_rank, p, q) + 1))
         fold_loss, _ = _run_stage(
-            estimator, total, folds, data, "rank", None, ranks, [0] * len(folds), "rank CV", states
+            settings, total, folds, data, "rank", None, ranks, [0] * len(folds), "rank CV", states
         )
         summary = summarize_cv(ranks, fold_loss, key="rank")
         rank = ranks[summary["best_index"]]
         results.update(prefixed(summary, "rank"))
     else:
-        rank = int(estimator.rank)
-    if estimator.n_channels is None:
+        rank = int(settings.rank)
+    if settings.n_channels is None:
         limit = min(p * q, p * m, q * m)
-        ks = list(range(0, min(estimator.max_channels, limit) + 1))
+        ks = list(range(0, min(settings.max_channels, limit) + 1))
         seeds = rng.randint(np.iinfo(np.int32).max, size=len(folds)).tolist()
-        if estimator.channel_search == "grid":
+        if settings.channel_search == "grid":
             fold_loss, capped = _run_stage(
-                estimator, total, folds, data, "channels", rank, ks, seeds, "channel CV", states
+                settings, total, folds, data, "channels", rank, ks, seeds, "channel CV", states
             )
         else:
             ks, fold_loss, capped = _sequential_channels(
-                estimator, total, folds, data, rank, ks, seeds, states
+                settings, total, folds, data, rank, ks, seeds, states
             )
         summary = summarize_cv(ks, fold_loss, key="n_channels")
         n_channels = ks[summary["best_index"]]
@@ -435,11 +438,11 @@ def _select(estimator, total, folds, data, rng, p, q, m):
         # would move with the cap (0 everywhere is what the statistics need).
         results["n_channels_n_capped"] = capped.sum(axis=1)
     else:
-        n_channels = int(estimator.n_channels)
+        n_channels = int(settings.n_channels)
     return rank, n_channels, results
 
 
-def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states):
+def _sequential_channels(settings, total, folds, data, rank, ks, seeds, states):
     """Channel counts in increasing order, until one does not improve on the best so far.
 
     K = 0 and 1 are always scored; each further K is fitted (in every fold,
@@ -466,7 +469,7 @@ def _sequential_channels(estimator, total, folds, data, rank, ks, seeds, states)
     for step in [ks[:2]] + [[k] for k in ks[2:]]:
         desc = f"channel CV (K={step[-1]})"
         losses, caps = _run_stage(
-            estimator, total, folds, data, "channels", rank, step, seeds, desc, states
+            settings, total, folds, data, "channels", rank, step, seeds, desc, states
         )
         rows.extend(losses)
         capped.extend(caps)

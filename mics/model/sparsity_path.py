@@ -219,12 +219,12 @@ def _empty(fit):
     return fit.weights.size > 0 and not np.any(fit.weights)
 
 
-def sparsity_path(config, total, folds, data, rank, n_channels, grid):
+def sparsity_path(settings, total, folds, data, rank, n_channels, grid):
     """Held-out losses and member counts along the warm-started sparsity path of every fold.
 
     Parameters
     ----------
-    config : namespace
+    settings : mics.model.settings.FitSettings
         ``alpha`` and ``alpha_channels`` (floats), ``sparse_on``,
         ``max_iter``, ``tol``, ``solver_``, ``n_jobs``.
     total, folds, data
@@ -240,14 +240,14 @@ def sparsity_path(config, total, folds, data, rank, n_channels, grid):
     dict
         As :func:`summarize`.
     """
-    on = sparse_factors(getattr(config, "sparse_on", "all"))
+    on = sparse_factors(settings.sparse_on)
 
     def penalise(op, s):
-        return penalties(op, config.alpha, config.alpha_channels, sparsity=s, sparse_on=on)
+        return penalties(op, settings.alpha, settings.alpha_channels, sparsity=s, sparse_on=on)
 
     with single_blas_thread():
         out = warm_path(
-            config, total, folds, data, rank, n_channels, grid, penalise, _members, _empty
+            settings, total, folds, data, rank, n_channels, grid, penalise, _members, _empty
         )
     return summarize(grid, out["fold_loss"], out["records"], out["objective"])
 

@@ -20,7 +20,7 @@ __all__ = ["warm_path"]
 
 
 def warm_path(
-    config, total, folds, data, rank, n_channels, grid, penalise, record=None, stop=None
+    settings, total, folds, data, rank, n_channels, grid, penalise, record=None, stop=None
 ):
     """Held-out losses of one model along a warm-started path of penalty settings, per fold.
 
@@ -34,12 +34,12 @@ def warm_path(
     has seen the held-out block. A candidate with a group penalty (the
     sparsity path) starts its group sweeps from the fold's last fit without
     one (``dense_start``), the start its own dense stage would find again.
-    The folds run in parallel threads (``config.n_jobs``), as the
+    The folds run in parallel threads (``settings.n_jobs``), as the
     selection's.
 
     Parameters
     ----------
-    config : namespace
+    settings : mics.model.settings.FitSettings
         ``alpha``, ``max_iter``, ``tol``, ``solver_``, ``n_jobs``.
     total, folds, data
         As :func:`mics.model.penalty_path.select_with_penalties`.
@@ -71,12 +71,12 @@ def warm_path(
 
     jobs = (
         delayed(_fold_path)(
-            config, total, fold, data, rank, n_channels, grid, penalise, record, stop
+            settings, total, fold, data, rank, n_channels, grid, penalise, record, stop
         )
         for fold in folds
     )
     # Threads, as the selection's fold tasks: BLAS and LAPACK release the GIL.
-    out = Parallel(n_jobs=config.n_jobs, prefer="threads")(jobs)
+    out = Parallel(n_jobs=settings.n_jobs, prefer="threads")(jobs)
     result = {
         "fold_loss": np.asarray([losses for losses, _, _ in out], dtype=float).T,
         "objective": np.asarray([obj for _, obj, _ in out], dtype=float).T,
@@ -86,8 +86,8 @@ def warm_path(
     return result
 
 
-def _fold_path(config, total, fold, data, rank, n_channels, grid, penalise, record, stop):
-    op, score = fold_operator(config, total, fold, data)
+def _fold_path(settings, total, fold, data, rank, n_channels, grid, penalise, record, stop):
+    op, score = fold_operator(settings, total, fold, data)
     previous, dense, losses, objective, records = None, None, [], [], []
     for a in grid:
         if previous is not None and stop is not None and stop(previous):
@@ -95,7 +95,7 @@ def _fold_path(config, total, fold, data, rank, n_channels, grid, penalise, reco
             objective.append(objective[-1])
             records.append(records[-1])
             continue
-        settings = penalise(op, a)
+        pen = penalise(op, a)
         with warnings.catch_warnings():
             # a capped fold fit moves its loss by less than the fold SEM (see
             # mics.model.selection); it is not warned about fold by fold
@@ -104,15 +104,15 @@ def _fold_path(config, total, fold, data, rank, n_channels, grid, penalise, reco
                 op,
                 rank,
                 n_channels,
-                **settings,
+                **pen,
                 n_init=0,
-                max_iter=config.max_iter,
-                tol=max(config.tol, CV_TOL),
+                max_iter=settings.max_iter,
+                tol=max(settings.tol, CV_TOL),
                 random_state=0,  # unused without restarts: the path draws nothing
                 warm_start=previous,
                 dense_start=dense,
             )
-        if settings.get("group_penalty") is None:
+        if pen.get("group_penalty") is None:
             dense = fit
         losses.append(score(fit.coef, fit.modulator_coef, fit, fit.coef_basis))
         objective.append(float(fit.loss_history[-1]))

@@ -194,6 +194,49 @@ def _lag_within_trials(Z, length, lag):
     return out.reshape(T, m)
 
 
+def _source_and_modulator(rng, family, n_trials, L, p, m, settings):
+    """Source fluctuations (shared factors, private noise, a per-trial offset) and the modulator.
+
+    The modulator adds to the source along one direction per modulator
+    (``source_drive`` of the source's variance).
+    """
+    factors = _ar1_trials(rng, n_trials, L, _N_FACTORS, _AUTOCORR)
+    loadings = rng.standard_normal((_N_FACTORS, p))
+    X = _scaled(factors @ loadings, _SHARED) + _scaled(
+        _ar1_trials(rng, n_trials, L, p, _AUTOCORR), 1 - _SHARED
+    )
+    X += np.repeat(0.5 * rng.standard_normal((n_trials, p)), L, axis=0)
+    Z = _modulator(rng, family, n_trials, L, m, settings)
+    drive = settings["source_drive"]
+    if drive > 0:
+        push = Z @ rng.standard_normal((m, p))
+        X = np.sqrt(1 - drive) * _scaled(X, 1.0) + _scaled(push, drive)
+    X -= X.mean(axis=0)
+    return X, Z
+
+
+def _observed(rng, family, X, signal, noise, L, settings):
+    """What is recorded: the fluctuations, or a calcium indicator of them, or counts."""
+    if family == "calcium":
+        # The modulator adds to the target's rates too (it already adds to
+        # the source's); rates are softplus of the linear model.
+        rate_x = np.logaddexp(0.0, X + 0.5)
+        rate_y = np.logaddexp(0.0, 0.5 * (signal + noise) + 0.5)
+        X = _indicator(rate_x, L, settings["tau"], settings["half_saturation"])
+        Y = _indicator(rate_y, L, settings["tau"], settings["half_saturation"])
+        X = X + settings["noise"] * rng.standard_normal(X.shape)
+        Y = Y + settings["noise"] * rng.standard_normal(Y.shape)
+        return X, Y
+    if family == "poisson":
+        mean = settings["mean_count"]
+        X = rng.poisson(np.maximum(mean + X, 0.05)).astype(float)
+        # Rates linear in the source's rates and the modulator: the count
+        # noise, not a gate, makes the target's variance grow with the state.
+        Y = rng.poisson(np.maximum(mean + 0.8 * signal, 0.05)).astype(float)
+        return X, Y
+    return X, signal + noise
+
+
 def _check_family_options(family, options):
     defaults = {
         "linear": {},
@@ -331,20 +374,7 @@ def simulate_null_family(
     rng = check_random_state(random_state)
     T = n_trials * L
 
-    # Source fluctuations: shared factors + private noise, a per-trial offset.
-    factors = _ar1_trials(rng, n_trials, L, _N_FACTORS, _AUTOCORR)
-    loadings = rng.standard_normal((_N_FACTORS, p))
-    X = _scaled(factors @ loadings, _SHARED) + _scaled(
-        _ar1_trials(rng, n_trials, L, p, _AUTOCORR), 1 - _SHARED
-    )
-    X += np.repeat(0.5 * rng.standard_normal((n_trials, p)), L, axis=0)
-    Z = _modulator(rng, family, n_trials, L, m, settings)
-    drive = settings["source_drive"]
-    if drive > 0:
-        # The modulator adds to the source along one direction per modulator.
-        push = Z @ rng.standard_normal((m, p))
-        X = np.sqrt(1 - drive) * _scaled(X, 1.0) + _scaled(push, drive)
-    X -= X.mean(axis=0)
+    X, Z = _source_and_modulator(rng, family, n_trials, L, p, m, settings)
 
     # The linear read-out and the additive effect.
     U = np.linalg.qr(rng.standard_normal((p, rank)))[0]
@@ -369,25 +399,7 @@ def simulate_null_family(
     signal = communicated + additive + gated
     gate_fraction = float(gated.var(axis=0).sum() / (signal + noise).var(axis=0).sum())
 
-    if family == "calcium":
-        # The modulator adds to the target's rates too (it already adds to
-        # the source's); rates are softplus of the linear model.
-        rate_x = np.logaddexp(0.0, X + 0.5)
-        rate_y = np.logaddexp(0.0, 0.5 * (signal + noise) + 0.5)
-        X = _indicator(rate_x, L, settings["tau"], settings["half_saturation"])
-        Y = _indicator(rate_y, L, settings["tau"], settings["half_saturation"])
-        X = X + settings["noise"] * rng.standard_normal(X.shape)
-        Y = Y + settings["noise"] * rng.standard_normal(Y.shape)
-    elif family == "poisson":
-        mean = settings["mean_count"]
-        rate_x = np.maximum(mean + X, 0.05)
-        X = rng.poisson(rate_x).astype(float)
-        # Rates linear in the source's rates and the modulator: the count
-        # noise, not a gate, makes the target's variance grow with the state.
-        rate_y = np.maximum(mean + 0.8 * signal, 0.05)
-        Y = rng.poisson(rate_y).astype(float)
-    else:
-        Y = signal + noise
+    X, Y = _observed(rng, family, X, signal, noise, L, settings)
 
     condition = rng.permutation(np.arange(n_trials) % n_conditions)
     for arr in (X, Y, Z):

@@ -435,67 +435,29 @@ def test_modulation(
         raise ValueError("test_modulation needs a modulator Z.")
     n_boot = min(n_permutations, 100) if n_boot is None else check_count(n_boot, "n_boot", 0)
     check_fraction(confidence, "confidence")
-    problem = make_problem(X, Y, Z, groups=groups).unlabelled()
-    recorded = problem
-    n, groups = problem.n_samples, problem.groups
-    null = check_null(null, groups)
+    recorded = make_problem(X, Y, Z, groups=groups).unlabelled()
+    null = check_null(null, recorded.groups)
     if null == "circular":
-        min_shift = check_min_shift(min_shift, n)
-    # The null hypothesis is "no gating", not "no modulator effect at all": the
-    # additive effect of Z on the target is a nuisance to keep. Shifting Z
-    # would also destroy it, leave more residual variance to every null fit,
-    # make channel models overfit more there and the observed statistic look
-    # large (an anti-conservative test). So the additive effect is removed
-    # once, with the real alignment, before anything is shifted (as
-    # Freedman & Lane permute under the reduced model).
-    nonlinear = check_additive(additive) == "nonlinear"
-    condition_on = check_condition_on(condition_on)
-    drift_df = check_count(drift_df, "drift_df", 1) if "drift" in condition_on else 1
-    terms = None
-    if source_map == "quadratic":
-        terms = problem.reduced_source_terms(drift_df=drift_df)
-    elif source_map != "linear":
-        raise ValueError(f"source_map must be 'quadratic' or 'linear', got {source_map!r}.")
-    reduce = partial(_reduced, nonlinear=nonlinear, extra=terms)
-    problem = problem.residualized(nonlinear=nonlinear, extra=terms)
-    conditional = None
-    if condition_on:
-        params = gain_params(estimator)
-        problem, conditional = problem.conditioned(
-            problem.splits(params["cv"], params["gap"]),
-            source="source" in condition_on,
-            drift_df=drift_df,
-        )
-    observed, outcome = _improvement(gain_params(estimator), problem)
+        min_shift = check_min_shift(min_shift, recorded.n_samples)
+    reduced = reduced_problem(
+        estimator,
+        recorded,
+        additive=additive,
+        source_map=source_map,
+        condition_on=condition_on,
+        drift_df=drift_df,
+    )
+    observed, outcome = _improvement(gain_params(estimator), reduced.problem)
     # once, about the user's own selection (not once per null fit)
     warn_fold_outliers(outcome.cv_results)
-    res = outcome.cv_results
-    selected = float(
-        res["n_channels_mean_loss"][0] - res["n_channels_mean_loss"][res["n_channels_best_index"]]
-    )
     fixed = gain_params(estimator, rank=outcome.rank)
-    if null == "circular":
-        shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
-        nulls = (reduce(problem.rolled(s)) for s in shifts)
-        perms = None
-    else:
-        shifts = np.zeros(0, dtype=int)
-        idxs = [trial_permutation_indices(groups, rng, conditions) for _ in range(n_permutations)]
-        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-        perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
-        nulls = (reduce(problem.permuted(i)) for i in idxs)
-    results = problem.map(
-        partial(_null_statistic, fixed),
-        nulls,
-        splits=problem.splits(fixed["cv"], fixed["gap"]),
-        n_jobs=n_jobs,
-        ordered=stop_after is not None,
+    variants = null_variants(
+        reduced, null, rng, n_permutations, min_shift=min_shift, conditions=conditions
     )
-    null_dist, capped = _collect_null(results, observed, n_permutations, stop_after, verbose)
-    shifts = shifts[: null_dist.size]
-    if perms is not None:
-        perms = perms[: null_dist.size]
-    p = _monte_carlo_p_value(null_dist, observed, n_permutations, stop_after)
+    null_dist, capped = _null_distribution(
+        fixed, reduced.problem, variants.problems, observed, n_permutations, stop_after,
+        n_jobs, verbose,
+    )  # fmt: skip
     n_capped = _n_capped(outcome) + capped
     if n_capped:
         warnings.warn(
@@ -507,6 +469,150 @@ def test_modulation(
     # The effect size is measured on the recorded target, whose held-out
     # variance a reader knows, not on the residual the null shifts; its seed
     # is drawn after the null's, which therefore does not depend on n_boot.
+    effect = _effect_of_selection(
+        estimator, recorded, outcome, n_boot=n_boot, confidence=confidence, n_jobs=n_jobs,
+        verbose=verbose, seed=rng.randint(np.iinfo(np.int32).max),
+    )  # fmt: skip
+    res = outcome.cv_results
+    loss = res["n_channels_mean_loss"]
+    perms = None if variants.permutations is None else variants.permutations[: null_dist.size]
+    return ModulationTest(
+        observed,
+        float(loss[0] - loss[res["n_channels_best_index"]]),
+        null_dist,
+        float(_monte_carlo_p_value(null_dist, observed, n_permutations, stop_after)),
+        outcome.n_channels,
+        variants.shifts[: null_dist.size],
+        null,
+        perms,
+        n_capped,
+        confidence=float(confidence),
+        rank=int(outcome.rank),
+        condition_on=reduced.condition_on,
+        modulator_r2_drift=reduced.r2("drift"),
+        modulator_r2_source=reduced.r2("source"),
+        **effect,
+    )
+
+
+test_modulation.__test__ = False
+
+
+@dataclass(frozen=True)
+class ReducedProblem:
+    """The recording as the test's null sees it, and how each null variant is made alike.
+
+    Attributes
+    ----------
+    problem : mics.data.Problem
+        The target residualised on the reduced model; with ``condition_on``,
+        the modulator split into what the nuisance variables predict and the rest.
+    reduce : callable
+        Applied to every null variant: its target residualised on its own
+        modulator's reduced design, as the recording's was.
+    conditional : mics.core.conditioning.ConditionalFit or None
+    condition_on : tuple of str
+    """
+
+    problem: object
+    reduce: object
+    conditional: object
+    condition_on: tuple
+
+    def r2(self, part):
+        """The share of the modulator ``part`` (``"drift"``, ``"source"``) kept; NaN: not kept."""
+        if self.conditional is None or part not in self.condition_on:
+            return np.nan
+        return self.conditional.r2_drift if part == "drift" else self.conditional.r2_source
+
+
+def reduced_problem(estimator, problem, *, additive, source_map, condition_on, drift_df):
+    """The reduced model and the conditional split of :func:`test_modulation` (its defaults' why).
+
+    The null hypothesis is "no gating", not "no modulator effect at all": the
+    additive effect of Z on the target is a nuisance to keep. Shifting Z would
+    also destroy it, leave more residual variance to every null fit, make
+    channel models overfit more there and the observed statistic look large
+    (an anti-conservative test). So the additive effect (and, with
+    ``source_map="quadratic"``, a nonlinear and drifting source -> target map)
+    is removed once, with the real alignment, before anything is shifted (as
+    Freedman & Lane permute under the reduced model); with ``condition_on``
+    only the modulator's unpredicted part is then permuted.
+
+    Returns
+    -------
+    ReducedProblem
+    """
+    nonlinear = check_additive(additive) == "nonlinear"
+    condition_on = check_condition_on(condition_on)
+    drift_df = check_count(drift_df, "drift_df", 1) if "drift" in condition_on else 1
+    terms = None
+    if source_map == "quadratic":
+        terms = problem.reduced_source_terms(drift_df=drift_df)
+    elif source_map != "linear":
+        raise ValueError(f"source_map must be 'quadratic' or 'linear', got {source_map!r}.")
+    problem = problem.residualized(nonlinear=nonlinear, extra=terms)
+    conditional = None
+    if condition_on:
+        params = gain_params(estimator)
+        problem, conditional = problem.conditioned(
+            problem.splits(params["cv"], params["gap"]),
+            source="source" in condition_on,
+            drift_df=drift_df,
+        )
+    reduce = partial(_reduced, nonlinear=nonlinear, extra=terms)
+    return ReducedProblem(problem, reduce, conditional, condition_on)
+
+
+@dataclass(frozen=True)
+class NullVariants:
+    """The null data sets of a test, lazily, and how they were drawn.
+
+    Attributes
+    ----------
+    problems : iterator of mics.data.Problem
+    shifts : ndarray of shape (n_permutations,)
+        Circular shifts (empty for the trial null).
+    permutations : ndarray of shape (n_permutations, n_trials) or None
+        For the trial null, the trial each null trial's modulator came from.
+    """
+
+    problems: object
+    shifts: np.ndarray
+    permutations: np.ndarray | None
+
+
+def null_variants(reduced, null, rng, n_permutations, *, min_shift=None, conditions=None):
+    """Draw the null's shifts or trial permutations (all at once, from ``rng``); the variants."""
+    problem = reduced.problem
+    n, groups = problem.n_samples, problem.groups
+    if null == "circular":
+        shifts = rng.randint(min_shift, n - min_shift + 1, size=n_permutations)
+        problems = (reduced.reduce(problem.rolled(s)) for s in shifts)
+        return NullVariants(problems, shifts, None)
+    idxs = [trial_permutation_indices(groups, rng, conditions) for _ in range(n_permutations)]
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
+    problems = (reduced.reduce(problem.permuted(i)) for i in idxs)
+    return NullVariants(problems, np.zeros(0, dtype=int), perms)
+
+
+def _null_distribution(fixed, problem, variants, observed, n_permutations, stop_after, n_jobs,
+                       verbose):  # fmt: skip
+    """The null statistics (stopping early with ``stop_after``) and their capped fold fits."""
+    results = problem.map(
+        partial(_null_statistic, fixed),
+        variants,
+        splits=problem.splits(fixed["cv"], fixed["gap"]),
+        n_jobs=n_jobs,
+        ordered=stop_after is not None,
+    )
+    return _collect_null(results, observed, n_permutations, stop_after, verbose)
+
+
+def _effect_of_selection(estimator, recorded, outcome, *, n_boot, confidence, n_jobs, verbose,
+                         seed):  # fmt: skip
+    """The effect size of the selected model on the recorded target, as ModulationTest fields."""
     k_eff = max(outcome.n_channels, 1)
     base_gain = baseline_gain(estimator, recorded, outcome.rank)
     gains, draws, intervals, resampling = heldout_effect(
@@ -518,7 +624,7 @@ def test_modulation(
         confidence=confidence,
         n_jobs=n_jobs,
         verbose=verbose,
-        random_state=rng.randint(np.iinfo(np.int32).max),
+        random_state=seed,
     )
     steps = np.diff(np.column_stack([np.zeros(len(draws)), draws]), axis=1)  # per channel
     gain_intervals = np.full((k_eff, 2), np.nan)
@@ -528,39 +634,16 @@ def test_modulation(
         per = np.diff(np.r_[0.0, gains])
         q = np.quantile(steps[ok], [tail, 1 - tail], axis=0)
         gain_intervals = (per + q - np.median(steps[ok], axis=0)).T
-    return ModulationTest(
-        observed,
-        selected,
-        null_dist,
-        float(p),
-        outcome.n_channels,
-        shifts,
-        null,
-        perms,
-        n_capped,
+    return dict(
         effect_size=float(gains[-1]),
         effect_interval=intervals[-1].copy(),
         effect_channels=k_eff,
         channel_gains=np.diff(np.r_[0.0, gains]),
         channel_gain_intervals=gain_intervals,
         effect_draws=draws,
-        confidence=float(confidence),
         effect_resampling=resampling,
-        rank=int(outcome.rank),
-        condition_on=condition_on,
         baseline_gain=base_gain,
-        modulator_r2_drift=(
-            conditional.r2_drift if conditional is not None and "drift" in condition_on
-            else np.nan
-        ),
-        modulator_r2_source=(
-            conditional.r2_source if conditional is not None and "source" in condition_on
-            else np.nan
-        ),
     )
-
-
-test_modulation.__test__ = False
 
 
 # ----------------------------------------------------------------------------- effect size
@@ -1093,18 +1176,7 @@ def bootstrap_channels(
         raise ValueError("bootstrap_channels needs the modulator Z the model was fitted with.")
     problem = make_problem(X, Y, Z, groups=groups).unlabelled()
     n, groups = problem.n_samples, problem.groups
-    fitted = (
-        np.asarray(model.source_mean_).size,
-        np.atleast_1d(model.intercept_).size,
-        np.asarray(model.modulator_mean_).size,
-    )
-    roles = ("source X", "target Y", "modulator Z")
-    for name, got, want in zip(roles, problem.shape[1:], fitted, strict=True):
-        if got != want:
-            raise ValueError(
-                f"{name} has {got} columns but the model was fitted with {want}: pass the "
-                "data the model was fitted on."
-            )
+    _check_fitted_columns(model, problem)
     if groups is None:
         if block_length is None:
             block_length = max(1, int(round(np.sqrt(n))))
@@ -1124,16 +1196,58 @@ def bootstrap_channels(
         draw = trial_subsample_indices if half else trial_bootstrap_indices
         draws_idx = [draw(groups, rng) for _ in range(n_boot)]
     variants = ((problem.resampled(i, g), s) for (i, g), s in zip(draws_idx, seeds, strict=True))
-    fits = list(
-        problem.map(
-            partial(_boot_fit, fixed),
-            variants,
-            n_jobs=n_jobs,
-            desc="bootstrap",
-            verbose=verbose,
-            total=n_boot,
-        )
+    fits = problem.map(
+        partial(_boot_fit, fixed),
+        variants,
+        n_jobs=n_jobs,
+        desc="bootstrap",
+        verbose=verbose,
+        total=n_boot,
     )
+    ds = _aligned_draws(model, fits, metric)
+    lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+    # Intervals carry the decomposition's own variable names with a `bound`
+    # dimension, so `mics.model.summarize(model.decompose(), out)`
+    # reports them; the draws stay available with a `_draws` suffix.
+    bounds = ds.quantile([lo, hi], dim="boot").rename(quantile="bound")
+    out = bounds.assign_coords(bound=["low", "high"])
+    out = xr.merge([out, ds.rename({k: f"{k}_draws" for k in ds.data_vars})])
+    out.attrs.update(
+        confidence=confidence,
+        n_boot=n_boot,
+        block_length=-1 if block_length is None else block_length,
+        resampling=("block" if groups is None else "trial") + ("-half" if half else ""),
+        metric=metric,
+    )
+    return out
+
+
+def _check_fitted_columns(model, problem):
+    """Refuse data with other columns than the model was fitted on."""
+    fitted = (
+        np.asarray(model.source_mean_).size,
+        np.atleast_1d(model.intercept_).size,
+        np.asarray(model.modulator_mean_).size,
+    )
+    roles = ("source X", "target Y", "modulator Z")
+    for name, got, want in zip(roles, problem.shape[1:], fitted, strict=True):
+        if got != want:
+            raise ValueError(
+                f"{name} has {got} columns but the model was fitted with {want}: pass the "
+                "data the model was fitted on."
+            )
+
+
+def _aligned_draws(model, fits, metric):
+    """The refits' channels aligned to the model's (order and signs), with their decompositions.
+
+    Returns
+    -------
+    xarray.Dataset
+        Every variable with a leading ``boot`` dimension.
+    """
+    import xarray as xr
+
     draws = {k: [] for k in ("w", "a", "b", "c", "frac", "total", "energy")}
     parts = ("reshape", "private_source", "private_target", "new")
     for f in fits:
@@ -1169,18 +1283,4 @@ def bootstrap_channels(
         ds[p] = (("boot", "channel"), frac[:, i])
         ds[f"total_{p}"] = ("boot", total[:, i])
         ds[f"energy_{p}"] = ("boot", energy[:, i])
-    lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
-    # Intervals carry the decomposition's own variable names with a `bound`
-    # dimension, so `mics.model.summarize(model.decompose(), out)`
-    # reports them; the draws stay available with a `_draws` suffix.
-    bounds = ds.quantile([lo, hi], dim="boot").rename(quantile="bound")
-    out = bounds.assign_coords(bound=["low", "high"])
-    out = xr.merge([out, ds.rename({k: f"{k}_draws" for k in ds.data_vars})])
-    out.attrs.update(
-        confidence=confidence,
-        n_boot=n_boot,
-        block_length=-1 if block_length is None else block_length,
-        resampling=("block" if groups is None else "trial") + ("-half" if half else ""),
-        metric=metric,
-    )
-    return out
+    return ds

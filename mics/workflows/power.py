@@ -309,11 +309,7 @@ def _power_analysis(
     for g in geometries:
         if g not in GEOMETRIES:
             raise ValueError(f"unknown geometry {g!r}; choose from {list(GEOMETRIES)}.")
-    strengths = np.sort(np.asarray(strengths, dtype=float).ravel())
-    if strengths.size == 0 or np.any(~np.isfinite(strengths)):
-        raise ValueError("strengths must be a non-empty sequence of finite fractions.")
-    if strengths[0] < 0 or strengths[-1] >= 1:
-        raise ValueError(f"strengths must lie in [0, 1), got {strengths.tolist()}.")
+    strengths = _checked_strengths(strengths)
     if Z is None:
         raise ValueError("power_analysis needs a modulator Z.")
     if isinstance(conditions, str):
@@ -346,20 +342,7 @@ def _power_analysis(
     base = fit_problem(gain_params(estimator, n_channels=0), problem)
     rank = int(base.rank)
     U, _, V = orthonormal_svd(np.asarray(base.fit.coef), rank)
-    p, q = X.shape[1], Y.shape[1]
-    for g in geometries:
-        a_place, b_place = GEOMETRIES[g]
-        for place, size, name in ((a_place, p, "source"), (b_place, q, "target")):
-            if place == "in" and rank == 0:
-                raise ValueError(
-                    f"geometry {g!r} puts the {name} pattern in the baseline subspace, but the "
-                    "recording's baseline has rank 0; use 'new' or 'random'."
-                )
-            if place == "out" and rank >= size:
-                raise ValueError(
-                    f"geometry {g!r} puts the {name} pattern outside the baseline subspace, "
-                    f"which fills all {size} {name} dimensions; use 'reshape' or 'random'."
-                )
+    _check_geometries(geometries, rank, X.shape[1], np.shape(Y)[1])
     settings = dict(
         n_permutations=n_permutations,
         min_shift=min_shift,
@@ -372,37 +355,11 @@ def _power_analysis(
     )
     shape = (len(geometries), strengths.size, n_sims)
     seeds = rng.randint(np.iinfo(np.int32).max, size=shape)
-    p_values = np.empty(shape)
-    bar = tqdm(total=int(np.prod(shape)), desc="power simulations", disable=not verbose)
-    for i, g in enumerate(geometries):
-        a_place, b_place = GEOMETRIES[g]
-        for j, s in enumerate(strengths):
-            for k in range(n_sims):
-                draw = np.random.RandomState(seeds[i, j, k])
-                if kind == "circular":
-                    copy = residualized.rolled(draw.randint(shift_min, n - shift_min + 1))
-                else:
-                    index = trial_permutation_indices(codes, draw, conditions)
-                    copy = residualized.permuted(index)
-                z = np.asarray(copy.Z, dtype=float)
-                a = _placed(draw, U, a_place)
-                b = _placed(draw, V, b_place)
-                c = _placed(draw, np.zeros((Z.shape[1], 0)), "free")
-                res = test_modulation(
-                    estimator,
-                    X,
-                    plant_channel(X, residual, z, s, a, b, c),
-                    z,
-                    groups=codes,
-                    n_boot=0,
-                    n_jobs=n_jobs,
-                    verbose=0,
-                    random_state=draw,
-                    **settings,
-                )
-                p_values[i, j, k] = res.p_value
-                bar.update()
-    bar.close()
+    copies = _NullCopies(residualized, residual, kind, shift_min if kind == "circular" else 0,
+                         conditions)  # fmt: skip
+    p_values = _planted_p_values(
+        estimator, copies, (U, V), geometries, strengths, seeds, settings, n_jobs, verbose
+    )
     detections = np.sum(p_values <= alpha, axis=2)
     low, high = clopper_pearson(detections, n_sims, confidence)
     rates = detections / n_sims
@@ -422,6 +379,89 @@ def _power_analysis(
         rank=rank,
         settings={k: v for k, v in settings.items() if k != "conditions"},
     )
+
+
+@dataclass(frozen=True)
+class _NullCopies:
+    """How a power analysis draws its null copies of the recording (as the test's null)."""
+
+    problem: object  # residualised (and conditioned) recording
+    residual: np.ndarray  # its target, into which channels are planted
+    kind: str  # "circular" or "trial"
+    shift_min: int
+    conditions: object
+
+    def draw(self, rng):
+        """One copy's modulator (the recording's predictable part kept)."""
+        n = self.problem.n_samples
+        if self.kind == "circular":
+            copy = self.problem.rolled(rng.randint(self.shift_min, n - self.shift_min + 1))
+        else:
+            index = trial_permutation_indices(self.problem.groups, rng, self.conditions)
+            copy = self.problem.permuted(index)
+        return np.asarray(copy.Z, dtype=float)
+
+
+def _planted_p_values(estimator, copies, subspaces, geometries, strengths, seeds, settings,
+                      n_jobs, verbose):  # fmt: skip
+    """The test's p-value on every planted copy: (geometries, strengths, simulations)."""
+    U, V = subspaces
+    X = np.asarray(copies.problem.X, dtype=float)
+    m = copies.problem.Z.shape[1]
+    p_values = np.empty(seeds.shape)
+    bar = tqdm(total=int(seeds.size), desc="power simulations", disable=not verbose)
+    for i, g in enumerate(geometries):
+        a_place, b_place = GEOMETRIES[g]
+        for j, s in enumerate(strengths):
+            for k in range(seeds.shape[2]):
+                draw = np.random.RandomState(seeds[i, j, k])
+                z = copies.draw(draw)
+                a = _placed(draw, U, a_place)
+                b = _placed(draw, V, b_place)
+                c = _placed(draw, np.zeros((m, 0)), "free")
+                res = test_modulation(
+                    estimator,
+                    X,
+                    plant_channel(X, copies.residual, z, s, a, b, c),
+                    z,
+                    groups=copies.problem.groups,
+                    n_boot=0,
+                    n_jobs=n_jobs,
+                    verbose=0,
+                    random_state=draw,
+                    **settings,
+                )
+                p_values[i, j, k] = res.p_value
+                bar.update()
+    bar.close()
+    return p_values
+
+
+def _checked_strengths(strengths):
+    """Planted strengths, sorted: finite fractions in [0, 1)."""
+    strengths = np.sort(np.asarray(strengths, dtype=float).ravel())
+    if strengths.size == 0 or np.any(~np.isfinite(strengths)):
+        raise ValueError("strengths must be a non-empty sequence of finite fractions.")
+    if strengths[0] < 0 or strengths[-1] >= 1:
+        raise ValueError(f"strengths must lie in [0, 1), got {strengths.tolist()}.")
+    return strengths
+
+
+def _check_geometries(geometries, rank, p, q):
+    """Refuse geometries the recording's baseline subspaces cannot hold."""
+    for g in geometries:
+        a_place, b_place = GEOMETRIES[g]
+        for place, size, name in ((a_place, p, "source"), (b_place, q, "target")):
+            if place == "in" and rank == 0:
+                raise ValueError(
+                    f"geometry {g!r} puts the {name} pattern in the baseline subspace, but the "
+                    "recording's baseline has rank 0; use 'new' or 'random'."
+                )
+            if place == "out" and rank >= size:
+                raise ValueError(
+                    f"geometry {g!r} puts the {name} pattern outside the baseline subspace, "
+                    f"which fills all {size} {name} dimensions; use 'reshape' or 'random'."
+                )
 
 
 def _crossing(strengths, rates, level):

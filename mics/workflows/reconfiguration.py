@@ -167,86 +167,57 @@ def asymmetry_from_energies(
     of the corresponding draws. The corrected fractions can fall slightly
     outside [0, 1] when a part is empty; they are reported as estimated.
     """
-    observed = np.asarray(observed, dtype=float).reshape(-1)
-    draws = np.asarray(draws, dtype=float)
-    if observed.shape != (len(PARTS),) or draws.ndim != 2 or draws.shape[1] != len(PARTS):
-        raise ValueError(
-            f"observed must have shape ({len(PARTS)},) and draws (n_boot, {len(PARTS)}); "
-            f"got {observed.shape} and {draws.shape}."
-        )
+    observed, draws = _checked_energies(observed, draws)
     check_fraction(confidence, "confidence")
     check_fraction(margin, "margin")
-    draws = draws[np.all(np.isfinite(draws), axis=1)]
     n_boot = draws.shape[0]
-    if n_boot < 10:
-        raise ValueError(
-            f"only {n_boot} bootstrap draws have finite energies: at least 10 are needed "
-            "for the asymmetry test's standard error (raise n_boot)."
-        )
     alpha = 1 - confidence
     df = n_boot - 1
     two_sided = stats.t.ppf(1 - alpha / 2, df)
     one_sided = stats.t.ppf(1 - alpha, df)
-
-    corrected = 2 * observed - draws.mean(axis=0)
-    total = corrected.sum()
-    draw_total = draws.sum(axis=1)
-    frac_draws = draws / np.where(draw_total > 0, draw_total, np.nan)[:, None]
-    fraction = corrected / total if total > 0 else np.full(len(PARTS), np.nan)
-    frac_sd = np.nanstd(frac_draws, axis=0, ddof=1)
-    frac_interval = np.column_stack(
-        [fraction - two_sided * frac_sd, fraction + two_sided * frac_sd]
-    )
-
-    numerator = corrected[_PS] - corrected[_PT]
-    num_sd = np.std(draws[:, _PS] - draws[:, _PT], ddof=1)
-    t_stat = numerator / num_sd if num_sd > 0 else np.nan
-    p_value = float(2 * stats.t.sf(abs(t_stat), df)) if np.isfinite(t_stat) else np.nan
-    diff_draws = frac_draws[:, _PS] - frac_draws[:, _PT]
-    difference = numerator / total if total > 0 else np.nan
-    diff_sd = np.nanstd(diff_draws, ddof=1)
-    obs_total = observed.sum()
-    observed_frac = observed / obs_total if obs_total > 0 else np.full(len(PARTS), np.nan)
-    observed_diff = observed_frac[_PS] - observed_frac[_PT]
-
-    target = fraction[_PT]
-    target_sd = frac_sd[_PT]
+    est = _corrected_estimates(observed, draws)
+    fraction, frac_sd, difference = est["fraction"], est["fraction_sd"], est["difference"]
+    target, target_sd = fraction[_PT], frac_sd[_PT]
     stable_t = (target - margin) / target_sd if target_sd > 0 else np.nan
-    stable_p = float(stats.t.cdf(stable_t, df)) if np.isfinite(stable_t) else np.nan
+    t_stat = est["t"]
     chance = np.full(len(PARTS), np.nan) if chance is None else np.asarray(chance, float)
-
+    half = two_sided * est["difference_sd"]
     ds = xr.Dataset(
         {
             "fraction": ("part", fraction, {"long_name": "chance-corrected fraction of ||W||^2"}),
-            "fraction_observed": ("part", observed_frac, {"long_name": "fitted fraction"}),
-            "fraction_interval": (("part", "bound"), frac_interval),
+            "fraction_observed": ("part", est["observed_fraction"], {"long_name": "fitted"}),
+            "fraction_interval": (
+                ("part", "bound"),
+                np.column_stack([fraction - two_sided * frac_sd, fraction + two_sided * frac_sd]),
+            ),
             "difference": (
                 (),
                 float(difference),
                 {"long_name": "chance-corrected private_source - private_target"},
             ),
-            "difference_observed": ((), float(observed_diff)),
-            "difference_interval": (
-                "bound",
-                np.array([difference - two_sided * diff_sd, difference + two_sided * diff_sd]),
-            ),
+            "difference_observed": ((), float(est["observed_difference"])),
+            "difference_interval": ("bound", np.array([difference - half, difference + half])),
             "statistic": (
                 (),
                 float(t_stat),
                 {"long_name": "t of the corrected energy difference"},
             ),
-            "p_value": ((), p_value, {"long_name": "two-sided p, H0: E_ps = E_pt"}),
+            "p_value": (
+                (),
+                float(2 * stats.t.sf(abs(t_stat), df)) if np.isfinite(t_stat) else np.nan,
+                {"long_name": "two-sided p, H0: E_ps = E_pt"},
+            ),
             "target_upper": ((), float(target + one_sided * target_sd)),
             "stable_p_value": (
                 (),
-                stable_p,
+                float(stats.t.cdf(stable_t, df)) if np.isfinite(stable_t) else np.nan,
                 {"long_name": f"p of H0: private target >= {margin:g} (small: stable targets)"},
             ),
-            "bias": ((), float(np.nanmean(diff_draws) - observed_diff)),
+            "bias": ((), float(np.nanmean(est["difference_draws"]) - est["observed_difference"])),
             "chance": ("part", chance, {"long_name": "fractions of a noise-fitted channel"}),
             "energy_draws": (("boot", "part"), draws),
-            "fraction_draws": (("boot", "part"), frac_draws),
-            "difference_draws": ("boot", diff_draws),
+            "fraction_draws": (("boot", "part"), est["fraction_draws"]),
+            "difference_draws": ("boot", est["difference_draws"]),
         },
         coords={"part": list(PARTS), "bound": ["low", "high"]},
     )
@@ -264,6 +235,48 @@ def asymmetry_from_energies(
         }
     )
     return ds
+
+
+def _checked_energies(observed, draws):
+    """The observed energies (4,) and the finite bootstrap rows (at least 10) of (n_boot, 4)."""
+    observed = np.asarray(observed, dtype=float).reshape(-1)
+    draws = np.asarray(draws, dtype=float)
+    if observed.shape != (len(PARTS),) or draws.ndim != 2 or draws.shape[1] != len(PARTS):
+        raise ValueError(
+            f"observed must have shape ({len(PARTS)},) and draws (n_boot, {len(PARTS)}); "
+            f"got {observed.shape} and {draws.shape}."
+        )
+    draws = draws[np.all(np.isfinite(draws), axis=1)]
+    if draws.shape[0] < 10:
+        raise ValueError(
+            f"only {draws.shape[0]} bootstrap draws have finite energies: at least 10 are "
+            "needed for the asymmetry test's standard error (raise n_boot)."
+        )
+    return observed, draws
+
+
+def _corrected_estimates(observed, draws):
+    """Bias-corrected energies ``2 E - mean(E*)``, their fractions, the difference, and spreads."""
+    corrected = 2 * observed - draws.mean(axis=0)
+    total = corrected.sum()
+    draw_total = draws.sum(axis=1)
+    frac_draws = draws / np.where(draw_total > 0, draw_total, np.nan)[:, None]
+    numerator = corrected[_PS] - corrected[_PT]
+    num_sd = np.std(draws[:, _PS] - draws[:, _PT], ddof=1)
+    obs_total = observed.sum()
+    observed_frac = observed / obs_total if obs_total > 0 else np.full(len(PARTS), np.nan)
+    diff_draws = frac_draws[:, _PS] - frac_draws[:, _PT]
+    return dict(
+        fraction=corrected / total if total > 0 else np.full(len(PARTS), np.nan),
+        fraction_sd=np.nanstd(frac_draws, axis=0, ddof=1),
+        fraction_draws=frac_draws,
+        difference=numerator / total if total > 0 else np.nan,
+        difference_sd=np.nanstd(diff_draws, ddof=1),
+        difference_draws=diff_draws,
+        t=numerator / num_sd if num_sd > 0 else np.nan,
+        observed_fraction=observed_frac,
+        observed_difference=observed_frac[_PS] - observed_frac[_PT],
+    )
 
 
 def asymmetry(
@@ -372,28 +385,10 @@ def asymmetry(
             stacklevel=2,
         )
     n_channels = int(getattr(model, "n_channels_", 0))
-    modulation_p = np.nan
-    if test is not None:
-        if not isinstance(test, ModulationTest):
-            raise TypeError("test must be the ModulationTest of mics.test_modulation.")
-        modulation_p = float(test.p_value)
-        if modulation_p > alpha:
-            return undefined_asymmetry(
-                f"no modulation detected (p = {modulation_p:.3g} > {alpha:g})",
-                modulation_p=modulation_p,
-            )
-        if test.n_channels == 0:
-            return undefined_asymmetry(
-                f"modulation detected (p = {modulation_p:.3g}) but no channel selected "
-                "(K = 0): no fitted channel has sides to compare",
-                modulation_p=modulation_p,
-            )
-    if n_channels == 0:
-        return undefined_asymmetry(
-            "the model has no channels (n_channels_ = 0): there is no modulation whose "
-            "source and target sides could be compared",
-            modulation_p=modulation_p,
-        )
+    modulation_p = np.nan if test is None else float(test.p_value)
+    reason = _undefined_reason(n_channels, test, alpha)
+    if reason:
+        return undefined_asymmetry(reason, modulation_p=modulation_p)
     if int(getattr(model, "rank_", 1)) == 0:
         # With no communication subspace every channel is "new" by definition.
         raise ValueError(
@@ -452,6 +447,26 @@ def asymmetry(
     if test is None:
         result.attrs["status"] = "tested (modulation not tested)"
     return result
+
+
+def _undefined_reason(n_channels, test, alpha):
+    """Why the asymmetry is undefined (no detected modulation, no channel), or ``""``."""
+    if test is not None:
+        if not isinstance(test, ModulationTest):
+            raise TypeError("test must be the ModulationTest of mics.test_modulation.")
+        if test.p_value > alpha:
+            return f"no modulation detected (p = {test.p_value:.3g} > {alpha:g})"
+        if test.n_channels == 0:
+            return (
+                f"modulation detected (p = {test.p_value:.3g}) but no channel selected "
+                "(K = 0): no fitted channel has sides to compare"
+            )
+    if n_channels == 0:
+        return (
+            "the model has no channels (n_channels_ = 0): there is no modulation whose "
+            "source and target sides could be compared"
+        )
+    return ""
 
 
 @dataclass

@@ -92,6 +92,8 @@ GATES = {"park": (0.01, 0.03), "semedo": (0.01, 0.03)}
 #: folds, up to 2 channels, one start); the test is exact for any fixed
 #: procedure, so capping costs power only. ``--estimator default`` uses MICs().
 CHEAP = dict(cv=5, max_channels=2, n_init=1, max_iter=100, tol=1e-5, verbose=0)
+#: Settings of the cheap estimator per size: the Semedo study fits one channel.
+SIZE_SETTINGS = {"semedo": dict(max_channels=1)}
 N_PERM = 19
 KEY = ("subfamily", "size", "gate_kind", "gate", "method", "estimator", "seed")
 FIELDS = KEY + (
@@ -110,8 +112,11 @@ FIELDS = KEY + (
 )
 
 
-def estimator(kind):
-    return mics.MICs(random_state=0, **(CHEAP if kind == "cheap" else {"verbose": 0}))
+def estimator(kind, size="park"):
+    """The runs' estimator; at the Semedo size, one channel at most, as that study's."""
+    if kind != "cheap":
+        return mics.MICs(random_state=0, verbose=0)
+    return mics.MICs(random_state=0, **{**CHEAP, **SIZE_SETTINGS.get(size, {})})
 
 
 def run_one(subfamily, size, gate_kind, gate, method, est_kind, seed):
@@ -130,7 +135,7 @@ def run_one(subfamily, size, gate_kind, gate, method, est_kind, seed):
     with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore")
         test = mics.test_modulation(
-            estimator(est_kind),
+            estimator(est_kind, size),
             data.X,
             data.Y,
             data.Z,
@@ -163,14 +168,14 @@ def _split_by_state(data, truth, test):
     return {k: v for k, v in res.items() if k.endswith("_p")}
 
 
-def plan_cells(plan, sizes, n_null, n_power, n_default):
+def plan_cells(plan, sizes, n_null, n_power, n_default, n_previous=30):
     """The (cell, seeds) to run for a plan."""
     cells = []
     for size in sizes:
         if plan in ("calibration", "all"):
             for sub in SUBFAMILIES:
                 cells.append(((sub, size, "channel", 0.0, "default", "cheap"), n_null))
-                cells.append(((sub, size, "channel", 0.0, "previous", "cheap"), 30))
+                cells.append(((sub, size, "channel", 0.0, "previous", "cheap"), n_previous))
             for sub in ("drift", "nonlinear_quadratic"):
                 cells.append(((sub, size, "channel", 0.0, "default", "default"), n_default))
         if plan in ("power", "all"):
@@ -187,7 +192,9 @@ def plan_cells(plan, sizes, n_null, n_power, n_default):
 def run(plan, args):
     todo = [
         (*cell, seed)
-        for cell, n in plan_cells(plan, args.sizes, args.n_null, args.n_power, args.n_default)
+        for cell, n in plan_cells(
+            plan, args.sizes, args.n_null, args.n_power, args.n_default, args.n_previous
+        )
         for seed in range(n)
     ]
     tools.run_cached(args.out / "runs.csv", KEY, FIELDS, todo, run_one, n_jobs=args.n_jobs)
@@ -278,8 +285,9 @@ def readme(summary, runs, out):
         "Semedo sample (400 trials x 10 bins, 79 / 31 neurons, 3 modulators); condition "
         "means subtracted; `mics.test_modulation(..., conditions='direction', "
         f"n_permutations={N_PERM}, n_boot=0)` with the trial null. Estimator: "
-        f"`MICs({', '.join(f'{k}={v}' for k, v in CHEAP.items())})` (`cheap`) or `MICs()` "
-        "(`default`). Method `default`: the test's defaults (the null keeps the modulator's "
+        f"`MICs({', '.join(f'{k}={v}' for k, v in CHEAP.items())})` (`cheap`; at the Semedo "
+        "size `max_channels=1`, as the Semedo study's) or `MICs()` (`default`). "
+        "Method `default`: the test's defaults (the null keeps the modulator's "
         "part that the session drift and the source predict; the reduced model removes a "
         "piecewise-linear additive modulator effect, a quadratic source -> target map of the "
         "three leading communicated components and their drift over the session). Method "
@@ -384,6 +392,7 @@ def main(argv=None):
     parser.add_argument("--n-null", type=int, default=100)
     parser.add_argument("--n-power", type=int, default=40)
     parser.add_argument("--n-default", type=int, default=30)
+    parser.add_argument("--n-previous", type=int, default=30)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
