@@ -62,8 +62,14 @@ numpydoc_validation_checks: set[str] = set()
 # Tutorials: MyST markdown notebooks, executed at every build (no stored outputs).
 # Their jupytext-paired notebooks are in the top-level tutorials/ folder
 # (tools/sync_tutorials.py writes them; tests/test_tutorials.py checks the pairs).
-myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "substitution"]
 myst_heading_anchors = 3
+# Study figures the pages quote as {{ name }}, read from results/ at each build
+# (docs/results_numbers.py; tests/test_quoted_numbers.py checks every name).
+sys.path.insert(0, str(Path(__file__).parent))
+from results_numbers import numbers  # noqa: E402
+
+myst_substitutions = numbers()
 # MICS_DOCS_EXECUTE=off skips execution (quick checks of the text only).
 nb_execution_mode = os.environ.get("MICS_DOCS_EXECUTE", "force")
 nb_execution_timeout = 600

@@ -82,8 +82,10 @@ from mics.model import PARTS, decompose
 from mics.model.summaries import summarize_asymmetry
 
 try:  # run as a script (studies/ on sys.path) or imported as studies.park2024_state_gating
+    import report
     import study_tools as tools
 except ImportError:  # pragma: no cover
+    from studies import report
     from studies import study_tools as tools
 
 MODULATORS = {"pupil": ["pupil"], "running": ["speed"], "pupil+running": ["pupil", "speed"]}
@@ -673,14 +675,17 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds, asym, power
         f"significant ({s.loc['significant_holm_all', 'detail']})."
     )
     lines.append(
-        f"- Negative controls (each session with the modulator of each other session): "
-        f"non-significant in {count('control_nonsignificant')} "
-        f"({s.loc['control_nonsignificant', 'detail']}); target >= 95%. Per modulator set: "
-        + "; ".join(
-            f"{m} {count(f'control_nonsignificant[{m}]')}"
-            for m in dict.fromkeys(tests[tests.analysis == "control"].modulators)
+        report.control_line(
+            "(each session with the modulator of each other session)",
+            s,
+            "control_nonsignificant",
+            extra=" Per modulator set: "
+            + "; ".join(
+                f"{m} {count(f'control_nonsignificant[{m}]')}"
+                for m in dict.fromkeys(tests[tests.analysis == "control"].modulators)
+            )
+            + ".",
         )
-        + "."
     )
     lines.append(
         f"- Real tests against controls: {s.loc['real_vs_control_fisher_p', 'detail']}; "
@@ -775,109 +780,102 @@ def readme(out, info, tests, splits, decomp, summary, args, seconds, asym, power
     (out / "README.md").write_text("\n".join(lines))
 
 
+#: The columns that name a test (``tests.csv``), for the shared report sections.
+LABELS = ["session", "modulators"]
+
+
 def effect_section(tests, power, args):
     """Effect sizes with intervals, minimum detectable effects, one sentence per test."""
     real = tests[tests.analysis == "real"]
-    lines = [
-        "",
-        "## Effect sizes and minimum detectable effects",
-        "",
-        "Effect size: the fraction of the target's held-out variance that max(K, 1) channels "
-        "explain beyond the additive model (baseline of the selected rank plus the modulator's "
-        "additive effect), mean over the 5 trial-blocked folds, with a 95% interval from "
-        f"{args.effect_boot} whole-trial bootstraps (`ModulationTest.effect_size`, "
-        "`effect_interval`; `tests.csv` columns `effect_*`). K = 0 was selected, so it is the "
-        "one-channel value: how much gating the data leave room for."
-        if int(np.sum(real.n_channels > 0)) == 0
-        else "Effect size: the fraction of the target's held-out variance that max(K, 1) channels "
-        "explain beyond the additive model, mean over the 5 trial-blocked folds, with a 95% "
-        f"interval from {args.effect_boot} whole-trial bootstraps (`tests.csv` columns "
-        "`effect_*`).",
-        "",
-    ]
+    if int(np.sum(real.n_channels > 0)) == 0:
+        intro = (
+            "Effect size: the fraction of the target's held-out variance that max(K, 1) "
+            "channels explain beyond the additive model (baseline of the selected rank plus the "
+            "modulator's additive effect), mean over the 5 trial-blocked folds, with a 95% "
+            f"interval from {args.effect_boot} whole-trial bootstraps "
+            "(`ModulationTest.effect_size`, `effect_interval`; `tests.csv` columns `effect_*`). "
+            "K = 0 was selected, so it is the one-channel value: how much gating the data leave "
+            "room for."
+        )
+    else:
+        intro = (
+            "Effect size: the fraction of the target's held-out variance that max(K, 1) "
+            "channels explain beyond the additive model, mean over the 5 trial-blocked folds, "
+            f"with a 95% interval from {args.effect_boot} whole-trial bootstraps (`tests.csv` "
+            "columns `effect_*`)."
+        )
+    power_text = None
     if len(power):
-        lines += [
+        power_text = (
             tools.power_method_text(args, args.n_perm, "target (split 0)")
             + " The planted data sets keep the session's trials, grating directions and "
             "modulator time courses (permuted among trials of the same direction); their "
             "test's null permutes them again, as the real test's does. Modulator set: "
             f"{', '.join(dict.fromkeys(power.modulators))} (one "
             "power analysis per session fits the time budget; the other modulator sets' "
-            "MDEs were not measured).",
-            "",
-        ]
-    has_power = set(zip(power.session, power.modulators, strict=True)) if len(power) else set()
-    header = "| session | modulators | K | p | p (Holm, set) | effect [95% CI] | MDE (80% power) |"
-    lines += [header, "|---|---|---|---|---|---|---|"]
-    for r in real.itertuples():
-        mde = "-"
-        if (r.session, r.modulators) in has_power:
-            g = power[(power.session == r.session) & (power.modulators == r.modulators)]
-            mde = tools.mde_words(g)
-        lines.append(
-            f"| {r.session} | {r.modulators} | {r.n_channels} | {r.p_value:.3g} | "
-            f"{r.p_holm_set:.3g} | {tools.percent(r.effect_size)} [{tools.percent(r.effect_low)}, "
-            f"{tools.percent(r.effect_high)}] | {mde} |"
+            "MDEs were not measured)."
         )
-    lines += [
-        "",
-        f"Effect intervals above 0 in {int(np.sum(real.effect_low > 0))}/{len(real)} tests; "
-        f"effect sizes range from {tools.percent(real.effect_size.min())} to "
-        f"{tools.percent(real.effect_size.max())}.",
-        "",
-        "### One sentence per test (`ModulationTest.summary`)",
-        "",
-    ]
-    lines += [f"- **{r.session}, {r.modulators}**: {r.sentence}" for r in real.itertuples()]
-    return lines
+    lines = report.effect_section(
+        real, power, LABELS, intro=intro, power_text=power_text,
+        holm=("p_holm_set", "p (Holm, set)"),
+    )  # fmt: skip
+    return lines + report.effect_range(real) + report.sentences(real, LABELS)
 
 
 def asymmetry_section(asym):
-    lines = ["", "## Source- against target-side reconfiguration (asymmetry)", ""]
-    if not len(asym):
-        return lines + ["No decomposition was bootstrapped (`--n-boot 0`): no asymmetry."]
-    rep = asym[asym.reported]
-    lines += [
-        "`mics.asymmetry(model, test=...)`: the chance-corrected test of private-source "
-        "against private-target modulation energy (bootstrap bias correction of the energies, "
-        "whole trials resampled, the decomposition's draws; `results/asymmetry_calibration/`), "
-        "with the equivalence test of stable target patterns (private target below 0.1). It is "
-        "defined only where the modulation test rejects at 0.05 with a channel selected; "
-        "elsewhere it is undefined and no p-value is given (`asymmetry.csv`, column `status`).",
-        "",
-    ]
-    if not len(rep):
-        return lines + [
-            f"Undefined in all {len(asym)} real tests: no modulation test rejected with a "
-            "channel selected, so there is no gating whose sides could be compared."
-        ]
-    lines += [
-        f"- **{r.session}, {r.modulators}** (p = {r.p_value:.3g}): {r.sentence}"
-        for r in rep.itertuples()
-    ]
-    return lines
+    intro = (
+        report.ASYMMETRY_METHOD + "), with the equivalence test of stable target patterns "
+        "(private target below 0.1). It is defined only where the modulation test rejects at "
+        "0.05 with a channel selected; elsewhere it is undefined and no p-value is given "
+        "(`asymmetry.csv`, column `status`)."
+    )
+    undefined = (
+        f"Undefined in all {len(asym)} real tests: no modulation test rejected with a "
+        "channel selected, so there is no gating whose sides could be compared."
+    )
+    return report.asymmetry_section(asym, LABELS, intro=intro, undefined=undefined)
 
 
 def split_section(states, args):
-    lines = ["", "## Split-by-state RRR on the same sessions", ""]
-    if not len(states):
-        return lines + ["Not run (no pupil or running test)."]
-    methods = list(tools.SPLIT_METHODS)
-    lines += [
-        tools.split_method_text(int(states.n_perm.iloc[0]), "pupil (or running speed)")
-        + " Same sessions and split 0 of the neurons as the mics tests.",
-        "",
-        "| session | state | high trials | mics p | " + " | ".join(methods) + " |",
-        "|---|---|---|---|" + "---|" * len(methods),
-    ]
-    for r in states.itertuples():
-        cells = " | ".join(f"{getattr(r, f'{m}_p'):.3g}" for m in methods)
-        lines.append(f"| {r.session} | {r.state} | {r.n_high}/128 | {r.mics_p:.3g} | {cells} |")
-    lines += ["", "Significant at 0.05 (uncorrected), out of the sessions:", ""]
-    for state, g in states.groupby("state", sort=False):
-        counts = ", ".join(f"{m} {int(np.sum(g[f'{m}_p'] <= ALPHA))}" for m in ["mics", *methods])
-        lines.append(f"- {state}: {counts} (of {len(g)}).")
-    return lines
+    lines = report.split_section(
+        states,
+        [("session", "session"), ("state", "state")],
+        title="Split-by-state RRR on the same sessions",
+        state="pupil (or running speed)",
+        note=" Same sessions and split 0 of the neurons as the mics tests.",
+        n_trials=128,
+        empty="Not run (no pupil or running test).",
+    )
+    return lines + (report.split_counts(states, "state") if len(states) else [])
+
+
+def report_only(parser, argv, out):
+    """``README.md`` rebuilt from the tables in ``out``, with the settings of their run."""
+    args, run = tools.run_args(parser, out, argv)
+    if run is None:  # tables made before run records: the README's header has the run time
+        run = tools.run_time_from_readme(out / "README.md") or dict(seconds=float("nan"))
+        args.n_jobs = run.get("n_jobs", args.n_jobs)
+    args.cached, args.time_note = run.get("cached", 0), run.get("time_note", "")
+    tables = {
+        name: pd.read_csv(out / f"{name}.csv")
+        for name in (
+            "sessions", "tests", "splits", "decomposition", "summary", "asymmetry", "power",
+            "split_by_state",
+        )
+    }  # fmt: skip
+    tests = tables["tests"]
+    control = tests[tests.analysis == "control"]
+    args.n_available = len(mics.datasets.PARK2024_SESSIONS)
+    args.n_donors = (
+        int(control.groupby(["session", "modulators"]).size().max()) if len(control) else 0
+    )
+    args.modulators = list(dict.fromkeys(tests.modulators))
+    readme(
+        out, tables["sessions"], tests, tables["splits"], tables["decomposition"],
+        tables["summary"], args, run["seconds"], tables["asymmetry"], tables["power"],
+        tables["split_by_state"], {},
+    )  # fmt: skip
+    print(f"wrote {out / 'README.md'}")
 
 
 def main(argv=None):
@@ -933,13 +931,19 @@ def main(argv=None):
         help="channel counts scored by every fit (the committed tables: grid)",
     )
     parser.add_argument("--out", default=str(tools.ROOT / "results" / "park2024"))
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild README.md from the tables in --out"
+    )
     args = parser.parse_args(argv)
+    if args.report_only:
+        return report_only(parser, argv, Path(args.out))
     args.cached = 0  # tests read from the cache of an earlier run (not re-timed)
     if args.sessions is not None and args.sessions < 1:
         parser.error("--sessions must be >= 1")
     # The capped fits warn about convergence in every worker process.
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     t0 = time.perf_counter()
+    run = tools.RunRecord(__file__, argv, seeds=f"{args.seed} (splits, permutations, bootstraps)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # The controls of session i borrow the modulators of sessions i + 1, i + 2,
@@ -1046,6 +1050,7 @@ def main(argv=None):
     )
     info.to_csv(out / "sessions.csv", index=False)
     args.time_note = tools.run_time_note(cache, seconds, args.cached, len(tests))
+    run.finish(out, cached=args.cached, time_note=args.time_note)
     readme(out, info, tests, splits, decomp, summary, args, seconds, asym, power, states, extras)
     print(summary.to_string(index=False))
     print(f"run time {seconds:.0f} s ({seconds / 60:.1f} min); wrote {out}")

@@ -69,8 +69,10 @@ from mics.model import PARTS, decompose
 from mics.model.summaries import summarize_asymmetry
 
 try:  # run as a script (studies/ on sys.path) or imported as a package module
+    import report
     import study_tools as tools
 except ImportError:  # pragma: no cover
+    from studies import report
     from studies import study_tools as tools
 
 N_TRIALS, N_BINS = 400, 10
@@ -350,11 +352,12 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds, asym, po
         + "."
     )
     for modulator in real.modulator:
-        q = f"control_nonsignificant[{modulator}]"
         lines.append(
-            f"- Negative controls for {modulator} (time-reversed and trial-permuted "
-            f"modulator): non-significant in {int(s.loc[q, 'value'])}/{int(s.loc[q, 'n'])} "
-            f"({s.loc[q, 'detail']}); target >= 95%."
+            report.control_line(
+                f"for {modulator} (time-reversed and trial-permuted modulator)",
+                s,
+                f"control_nonsignificant[{modulator}]",
+            )
         )
     for modulator, d in decomp.groupby("modulator", sort=False):
         sig = float(real.set_index("modulator").loc[modulator, "p_value"]) <= ALPHA
@@ -422,86 +425,50 @@ def readme(out, subs, tests, decomp, summary, explained, args, seconds, asym, po
     (out / "README.md").write_text("\n".join(lines))
 
 
+#: The column that names a test (``tests.csv``), for the shared report sections.
+LABELS = ["modulator"]
+
+
 def _effect_section(tests, power, args):
     real = tests[tests.analysis == "real"]
-    lines = [
-        "",
-        "## Effect sizes and minimum detectable effects",
-        "",
+    intro = (
         "Effect size: the fraction of V2's held-out variance that one channel (max(K, 1); "
         "K = 0 selected gives the one-channel value) explains beyond the additive model "
         "(rank-2 baseline plus the held-out V1's additive effect), mean over the 5 "
         f"trial-blocked folds, with a 95% interval from {args.effect_boot} whole-trial "
         "bootstraps (`ModulationTest.effect_size`, `effect_interval`; `tests.csv` columns "
-        "`effect_*`; the controls report the estimate only).",
-        "",
-    ]
-    if len(power):
-        lines += [tools.power_method_text(args, args.n_perm, "V2 target"), ""]
-    lines += [
-        "| modulator | K | p | p (Holm) | effect [95% CI] | MDE (80% power) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in real.itertuples():
-        g = power[power.modulator == r.modulator] if len(power) else power
-        mde = tools.mde_words(g) if len(g) else "-"
-        lines.append(
-            f"| {r.modulator} | {r.n_channels} | {r.p_value:.3g} | {r.p_holm:.3g} | "
-            f"{tools.percent(r.effect_size)} [{tools.percent(r.effect_low)}, "
-            f"{tools.percent(r.effect_high)}] | {mde} |"
-        )
-    lines += ["", "### One sentence per test (`ModulationTest.summary`)", ""]
-    lines += [f"- **{r.modulator}**: {r.sentence}" for r in real.itertuples()]
-    return lines
+        "`effect_*`; the controls report the estimate only)."
+    )
+    power_text = tools.power_method_text(args, args.n_perm, "V2 target")
+    lines = report.effect_section(real, power, LABELS, intro=intro, power_text=power_text)
+    return lines + report.sentences(real, LABELS)
 
 
 def _asymmetry_section(asym):
-    lines = ["", "## Source- against target-side reconfiguration (asymmetry)", ""]
-    if not len(asym):
-        return lines + ["No decomposition was bootstrapped (`--n-boot 0`): no asymmetry."]
-    rep = asym[asym.reported]
-    lines += [
-        "`mics.asymmetry(model, test=...)`: the chance-corrected test of private-source "
-        "against private-target modulation energy (bootstrap bias correction of the energies, "
-        "whole trials resampled, the decomposition's draws; `results/asymmetry_calibration/`: "
-        "calibrated at 79 / 31 neurons), with the equivalence test of stable target patterns "
-        "(private target below 0.1). Defined only where the modulation test rejects at 0.05 "
-        "with a channel selected (`asymmetry.csv`, column `status`).",
-        "",
-    ]
-    if not len(rep):
-        return lines + [
-            "Undefined for both forms: no modulation test rejected with a channel selected, "
-            "so there is no gating whose sides could be compared."
-        ]
-    lines += [
-        f"- **{r.modulator}** (p = {r.p_value:.3g}, Holm {r.p_holm:.3g}): {r.sentence}"
-        for r in rep.itertuples()
-    ]
-    return lines
+    intro = (
+        report.ASYMMETRY_METHOD + ": calibrated at 79 / 31 neurons), with the equivalence "
+        "test of stable target patterns (private target below 0.1). Defined only where the "
+        "modulation test rejects at 0.05 with a channel selected (`asymmetry.csv`, column "
+        "`status`)."
+    )
+    undefined = (
+        "Undefined for both forms: no modulation test rejected with a channel selected, "
+        "so there is no gating whose sides could be compared."
+    )
+    return report.asymmetry_section(asym, LABELS, intro=intro, undefined=undefined, holm="p_holm")
 
 
 def _split_section(states):
-    lines = ["", "## Split-by-state RRR beside the test", ""]
-    if not len(states):
-        return lines + ["Not run."]
-    methods = list(tools.SPLIT_METHODS)
-    lines += [
-        tools.split_method_text(
-            int(states.n_perm.iloc[0]),
-            "held-out V1 state (the population mean of the 31 held-out neurons beside the "
-            "neurons form; the first principal component beside the PCs form)",
-        )
-        + " The held-out V1 is no behavioural state: here the split asks whether V1 -> V2 "
+    return report.split_section(
+        states,
+        [("modulator", "modulator")],
+        title="Split-by-state RRR beside the test",
+        state="held-out V1 state (the population mean of the 31 held-out neurons beside the "
+        "neurons form; the first principal component beside the PCs form)",
+        note=" The held-out V1 is no behavioural state: here the split asks whether V1 -> V2 "
         "differs between trials of high and low held-out V1 activity.",
-        "",
-        "| modulator | high trials | mics p | " + " | ".join(methods) + " |",
-        "|---|---|---|" + "---|" * len(methods),
-    ]
-    for r in states.itertuples():
-        cells = " | ".join(f"{getattr(r, f'{m}_p'):.3g}" for m in methods)
-        lines.append(f"| {r.modulator} | {r.n_high}/{N_TRIALS} | {r.mics_p:.3g} | {cells} |")
-    return lines
+        n_trials=N_TRIALS,
+    )
 
 
 def asymmetry_table(tests, extras):
@@ -533,6 +500,29 @@ MODULATOR_NEURONS = "V1 held-out neurons"
 MODULATOR_PCS = "V1 held-out PCs"
 
 
+def report_only(parser, argv, out):
+    """``README.md`` rebuilt from the tables in ``out``, with the settings of their run."""
+    args, run = tools.run_args(parser, out, argv)
+    if run is None:  # tables made before run records: the README's header has the run time
+        run = tools.run_time_from_readme(out / "README.md") or dict(seconds=float("nan"))
+        args.n_jobs = run.get("n_jobs", args.n_jobs)
+    args.cached, args.time_note = run.get("cached", 0), run.get("time_note", "")
+    tables = {
+        name: pd.read_csv(out / f"{name}.csv")
+        for name in (
+            "subspaces", "tests", "decomposition", "summary", "asymmetry", "power",
+            "split_by_state",
+        )
+    }  # fmt: skip
+    explained = tables["summary"].set_index("quantity").loc["modulator_variance_explained"]
+    readme(
+        out, tables["subspaces"], tables["tests"], tables["decomposition"], tables["summary"],
+        [float(explained["value"])], args, run["seconds"], tables["asymmetry"],
+        tables["power"], tables["split_by_state"],
+    )  # fmt: skip
+    print(f"wrote {out / 'README.md'}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-pcs", type=int, default=3)
@@ -562,12 +552,20 @@ def main(argv=None):
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(tools.ROOT / "results" / "semedo2019"))
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild README.md from the tables in --out"
+    )
     args = parser.parse_args(argv)
+    if args.report_only:
+        return report_only(parser, argv, Path(args.out))
     args.cached = 0  # tests read from the cache of an earlier run (not re-timed)
     if args.n_controls < 1:
         parser.error("--n-controls must be >= 1")
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     t0 = time.perf_counter()
+    run = tools.RunRecord(
+        __file__, argv, seeds=f"{args.seed} (permutations, bootstraps, controls)"
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     X, Y_V2, Y_V1, groups = load()
@@ -722,6 +720,7 @@ def main(argv=None):
     figure(subs, tests, nulls, power, out / "semedo2019.png")
     seconds = time.perf_counter() - t0
     args.time_note = tools.run_time_note(cache, seconds, args.cached, len(tests))
+    run.finish(out, cached=args.cached, time_note=args.time_note)
     readme(out, subs, tests, decomp, summary, explained, args, seconds, asym, power, split_table)
     print(summary.to_string(index=False))
     print(f"run time {seconds:.0f} s ({seconds / 60:.1f} min); wrote {out}")

@@ -8,8 +8,14 @@ part of the ``mics`` API.
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import shlex
+import subprocess
 import sys
+import time
 import warnings
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +51,7 @@ SPLIT_METHODS = split_by_state.METHODS[1:]  # the four split-by-state methods (n
 # 1 and 2 (the grid): the sequential search, the estimator's default, skips
 # K = 2 where K = 1 does not improve, which changes 11 of the Park study's
 # 147 test statistics and costs power where two channels beat none but one
-# does not (results/park2024/channel_search.md).
+# does not (results/park2024_channel_search/).
 CHEAP = dict(
     cv=5, max_channels=2, n_init=1, max_iter=50, tol=1e-5, channel_search="grid", verbose=0
 )
@@ -141,6 +147,28 @@ def markdown_table(df) -> str:
         cells = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def read_markdown_table(text, first_header):
+    """The markdown table of ``text`` whose first header cell is ``first_header``, as strings.
+
+    For READMEs rebuilt from a study's markdown output (``--report-only``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One column per header cell, every cell a stripped string.
+    """
+    import pandas as pd
+
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return pd.DataFrame(rows[2:], columns=rows[0])
 
 
 def improvement(estimator, X, Y, Z, groups):
@@ -348,6 +376,42 @@ def power_method_text(args, n_perm_real, target):
     )
 
 
+def run_time_from_readme(path):
+    """Seconds, jobs, cached tests and run-time note from a real-data study's README header.
+
+    For README rebuilt from tables made before run records existed: the
+    header said ``run time X min with n_jobs=J, C of N tests read from the
+    cache of an earlier run<note>)``. Returns None where it does not.
+    """
+    import re
+
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    found = re.search(
+        r"run time ([\d.]+) min with\s+n_jobs=(\d+), (\d+) of \d+ tests read from the cache of"
+        r"\s+an earlier run([^)]*)\)",
+        text,
+    )
+    if found is None:
+        return None
+    minutes, jobs, cached, note = found.groups()
+    return dict(seconds=60 * float(minutes), n_jobs=int(jobs), cached=int(cached), time_note=note)
+
+
+def run_args(parser, out, argv):
+    """The options of the run that wrote ``out`` (its run record), else those of ``argv``.
+
+    ``--report-only`` rebuilds a README from the tables: the settings it
+    quotes must be the run's, not the defaults of today's script.
+    """
+    import shlex
+
+    run = read_run_record(out).get("all")
+    if run is None:
+        return parser.parse_args(argv), None
+    return parser.parse_args(shlex.split(run["command"])[2:]), run
+
+
 def run_time_note(cache, seconds, n_cached, n_tests):
     """Remember how long a run that computed every test took; quote it when all come from cache.
 
@@ -363,8 +427,22 @@ def run_time_note(cache, seconds, n_cached, n_tests):
     return ""
 
 
+def split_null_rejections(folder=ROOT / "results" / "split_by_state"):
+    """``{method: "k/n"}``: each split-by-state method's rejections of null data sets."""
+    import pandas as pd
+
+    summary = pd.read_csv(Path(folder) / "summary.csv", keep_default_na=False)
+    null = summary[summary.family == "null"]
+    return {r.method: f"{r.rejections}/{r.n}" for r in null.itertuples()}
+
+
 def split_method_text(n_perm, state):
-    """What the split-by-state comparison does, for a study's README."""
+    """What the split-by-state comparison does, for a study's README.
+
+    Quotes the false-positive rates of ``studies/validation/split_by_state.py``
+    from its ``summary.csv``.
+    """
+    null = split_null_rejections()
     return (
         "What labs often do instead (`studies/validation/split_by_state.py`, "
         f"`results/split_by_state/`): split the trials at the median of their mean {state}, "
@@ -375,9 +453,9 @@ def split_method_text(n_perm, state):
         f"target first. The null is the first {n_perm} of the mics test's own trial "
         "permutations, so the p-values sit beside the mics test's on the same footing "
         "(`split_by_state.csv`). On simulations where the state also adds to both "
-        "populations, the subspace comparison without `_resid` rejected 33/100 *null* data "
-        "sets and the CV comparison 11/100 (`results/split_by_state/README.md`): their "
-        "rejections alone are not evidence of gating."
+        f"populations, the subspace comparison without `_resid` rejected {null['split_subspace']} "
+        f"*null* data sets and the CV comparison {null['split_cv']} "
+        "(`results/split_by_state/README.md`): their rejections alone are not evidence of gating."
     )
 
 
@@ -458,3 +536,162 @@ def rate_row(p_values, alpha=0.05):
 def rate_text(row):
     """``"3/100 (0.030, 95% CI [0.006, 0.085])"`` from a row of :func:`rate_row`."""
     return f"{row.rejected}/{row.n} ({row.rate:.3f}, 95% CI [{row.ci_low:.3f}, {row.ci_high:.3f}])"
+
+
+# ------------------------------------------------------------------------- run records
+class RunRecord:
+    """How one run of a study was made: its command, seeds, run time and load.
+
+    Start it when the study starts and :meth:`finish` it into the results
+    folder; the study's README then says how its tables were made
+    (:func:`run_lines`), and a report-only pass (the README rebuilt from the
+    tables) reads the same record instead of re-timing anything.
+
+    Parameters
+    ----------
+    script : path-like
+        The study's file (``__file__``): the command names it from the
+        repository root.
+    argv : list of str, optional
+        The arguments of the run (default: ``sys.argv[1:]``).
+    seeds : str
+        The seeds in words (e.g. ``"0-49 (null data sets), 100-102 (power)"``).
+    part : str
+        For a study run in parts (one command per part): the part's name;
+        each part keeps its own record in the same file.
+    """
+
+    def __init__(self, script, argv=None, *, seeds="", part="all"):
+        argv = sys.argv[1:] if argv is None else list(argv)
+        try:
+            where = Path(script).resolve().relative_to(ROOT)
+        except ValueError:  # a copy of a study outside the repository
+            where = Path(script).name
+        self.part = part
+        self.record = dict(
+            command=shlex.join(["python", str(where), *map(str, argv)]),
+            seeds=seeds,
+            started=datetime.now().isoformat(timespec="minutes"),
+            commit=_commit(),
+            cores=os.cpu_count(),
+            load_start=round(os.getloadavg()[0], 2),
+        )
+        self._t0 = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the run started."""
+        return time.perf_counter() - self._t0
+
+    def finish(self, out, **extra) -> dict:
+        """Write the record (with the run time and load now) to ``out/run.json``.
+
+        ``extra`` adds fields (e.g. how many results came from a cache).
+        Returns every part's record, as :func:`read_run_record` reads them.
+        """
+        self.record.update(
+            seconds=round(self.seconds, 1), load_end=round(os.getloadavg()[0], 2), **extra
+        )
+        path = Path(out) / "run.json"
+        runs = read_run_record(out)
+        runs[self.part] = self.record
+        path.write_text(json.dumps(runs, indent=1) + "\n")
+        return runs
+
+
+def _commit() -> str:
+    """The checkout's commit (``+`` when files differ from it), or ``""`` outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "mics"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return ""
+    return head + ("+" if head and dirty else "")
+
+
+def read_run_record(out) -> dict:
+    """The run records of a results folder (``{part: record}``; empty when there are none)."""
+    path = Path(out) / "run.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run_sentence(record) -> str:
+    """One run record in words: command, seeds, run time, cores and load."""
+    minutes = record["seconds"] / 60
+    took = f"{record['seconds']:.0f} s" if minutes < 2 else f"{minutes:.1f} min"
+    seeds = f"; seeds {record['seeds']}" if record.get("seeds") else ""
+    commit = f" at {record['commit']}" if record.get("commit") else ""
+    return (
+        f"`{record['command']}`{seeds}; run time {took} on {record['cores']} cores, load "
+        f"average {record['load_start']:.1f} at the start and {record['load_end']:.1f} at the "
+        f"end (started {record['started']}{commit})."
+    )
+
+
+def run_lines(out, missing="") -> list[str]:
+    """README lines saying how the tables of ``out`` were made, from its run records.
+
+    Parameters
+    ----------
+    out : path-like
+        The results folder.
+    missing : str
+        What to say when the folder has no record (tables made before run
+        records existed): how they were made, as far as is known.
+    """
+    runs = read_run_record(out)
+    if not runs:
+        return [
+            (
+                "How it was made: no run record (`run.json`) beside these tables; they predate "
+                "it. " + missing
+            ).rstrip()
+        ]
+    if list(runs) == ["all"]:
+        lines = ["How it was made: " + run_sentence(runs["all"])]
+    else:
+        lines = ["How it was made, one command per part:", ""]
+        lines += [f"- {part}: {run_sentence(r)}" for part, r in runs.items()]
+    busy = max(max(r["load_start"], r["load_end"]) / max(r["cores"], 1) for r in runs.values())
+    if busy > 0.75:
+        lines[-1] += (
+            " The machine was busy: times are not benchmarks; compare only figures measured "
+            "in the same run."
+        )
+    return lines
+
+
+def readme_head(title, script, out, *, about="", missing="", rebuild="--report-only"):
+    """The first lines of a generated README: title, writer, how the tables were made.
+
+    Parameters
+    ----------
+    title : str
+        The README's heading.
+    script : str
+        The study that writes the folder, from the repository root.
+    out : path-like
+        The results folder (its ``run.json`` gives the command, seeds, run time, load).
+    about : str
+        What the study does, in a paragraph.
+    missing : str
+        For :func:`run_lines`: how the tables were made, when there is no run record.
+    rebuild : str or None
+        The study's option that rebuilds the README from the tables alone.
+
+    Returns
+    -------
+    list of str
+    """
+    again = f" (`{rebuild}` rebuilds this file from them alone)" if rebuild else ""
+    lines = [f"# {title}", "", f"Generated by `{script}` from the tables beside it{again}.", ""]
+    if about:
+        lines += [about, ""]
+    return lines + run_lines(out, missing) + [""]

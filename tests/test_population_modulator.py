@@ -220,7 +220,7 @@ def test_auto_solver_chooses_by_cost_and_memory():
 
 
 def test_auto_solver_picks_the_path_measured_faster():
-    # Times measured by studies/performance/solver_choice.py (results/population/
+    # Times measured by studies/performance/solver_choice.py (results/solver_choice/
     # solver_choice.txt) on the Semedo sample's shape (T=4000, p=79, q=31):
     # the capped selection of the studies took 5.95 s on the moments and 1.92 s
     # on the data at m=31 (auto used to pick the moments), 0.44 s and 0.87 s at

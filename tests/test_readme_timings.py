@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _measured():
-    text = (ROOT / "results" / "readme" / "timings.md").read_text()
+    text = (ROOT / "results" / "readme_timings" / "timings.md").read_text()
     rows = dict(re.findall(r"^\| (.+?) \| ([\d.]+) s \|", text, flags=re.M))
     return {name: float(value) for name, value in rows.items()}
 

@@ -270,7 +270,7 @@ def test_semedo_controls_keep_trials_whole():
 
 
 def test_compare_tests_counts_changed_statistics_and_p_values():
-    import compare_tests
+    import park2024_channel_search as compare_tests
 
     keys = dict(
         session=["a", "a", "b", "b"],

@@ -172,7 +172,7 @@ class MomentOperator(_LinearPart):
     #: anyway, so a factorisation adds little to a sweep and the iterations
     #: it would save do not pay for their memory: this path factorises
     #: (infinite order; studies/performance/source_solve.py measured both,
-    #: results/many_neurons/README.md, "Where each wins").
+    #: results/source_solve/README.md, "Where each wins").
     cg_min_order = np.inf
     cg_iterations = 8
 
@@ -320,7 +320,7 @@ class DataOperator(_LinearPart):
     #: passes over the scaled data (``O(T d)``) and a factorisation must first
     #: form the system (``O(T d^2)``), so from order 1000 the iterations win;
     #: with up to 50 of them a system is rarely factorised afresh
-    #: (studies/performance/source_solve.py, results/many_neurons/README.md).
+    #: (studies/performance/source_solve.py, results/source_solve/).
     cg_min_order = 1000
     cg_iterations = 50
 
@@ -712,7 +712,7 @@ _STEP_MAX = 16.0
 # variance (more neurons than samples, a large modulator population, short
 # null recordings) the stage crawled: a fit at T = 2000, p = 3000 took 156
 # sweeps, 73 with it, and at T = 500, p = 800, q = 50 128 sweeps, 72 with it
-# (results/many_neurons/).
+# (results/joint_step/ gives the sweeps with it).
 _JOINT_EXTRAPOLATE_AFTER = 5
 # ... and only where it lowers the loss by more than its rounding: near the
 # optimum the losses differ at 1e-15, and a step accepted on rounding would

@@ -63,7 +63,7 @@ __all__ = [
 # 1e-7 here leaves every selection and member list of the sparse validations
 # unchanged and the moment, data and Dask paths agreeing to 1e-6 with the
 # same zero pattern (tests/test_sparse.py), in less time than 1e-10
-# (results/sparse_members/README.md, "Cost").
+# (benchmarks/README.md, "Sparse fits: the cost").
 _FISTA_MAX_ITER = 2000
 _FISTA_TOL = 1e-7
 # Iterations of the exact row solver's safeguarded Newton root (a handful

@@ -263,7 +263,7 @@ def compute_moments(X, Y, Z, *, shifts=None, chunk_size=None, interaction=True):
     symmetric too, and the ``syrk`` computes them whole: 1.6x the arithmetic
     of the distinct triangles at m = 3. Computing only those takes one
     narrow ``syrk`` per pair, too narrow for the BLAS kernel to reach its
-    speed, so the one wide ``syrk`` is as fast (``results/speed/README.md``,
+    speed, so the one wide ``syrk`` is as fast (``benchmarks/README.md``,
     "Designs measured and dropped").
 
     Parameters

@@ -298,8 +298,9 @@ def worker_config():
     ``mmap`` threshold, after which every temporary array above 128 KiB is
     mapped and unmapped afresh. The ALS sweeps and fold fits create many
     such megabyte-sized temporaries, and they ran about half as fast
-    (``results/scaling/README.md``, the same null fits in one process with
-    and without the variable). This
+    (``benchmarks/README.md``, "distributed's default worker environment",
+    the same null fits in one process with and without the variable; the
+    cluster runs: ``results/scaling/``). This
     configuration keeps distributed's other pre-spawn settings (one BLAS
     thread per worker) and drops that one; workers may then hold on to freed
     memory for longer.

@@ -114,13 +114,12 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         K: counts past the first that overfits are not fitted (on data
         without modulation, only K = 1 is). The one-SEM choice is then made
         among the counts scored, and ``cv_results_`` holds only those. On
-        336 simulated data sets it selected what the grid selects on every
-        one (``results/channel_search/``); choose "grid" for the
-        whole curve, and for a confirmatory :func:`mics.test_modulation`:
-        where K = 1 predicts worse than K = 0 but K = 2 better, the
-        sequential search never scores K = 2 and the test statistic misses
-        it (12 of 147 tests of the Park study,
-        ``results/park2024/channel_search.md``).
+        simulated data sets it selected what the grid selects
+        (``results/channel_search/``); choose "grid" for the whole curve,
+        and for a confirmatory :func:`mics.test_modulation`: where K = 1
+        predicts worse than K = 0 but K = 2 better, the sequential search
+        never scores K = 2 and the test statistic misses it (some tests of
+        the Park study, ``results/park2024_channel_search/``).
     gap : int, default=0
         Samples left out between training and test blocks during selection.
     solver : {"auto", "moments", "data"}, default="auto"

@@ -450,12 +450,11 @@ def _sequential_channels(settings, total, folds, data, rank, ks, seeds, states):
     count lowered the mean held-out loss below that of every smaller count.
     Once a channel count overfits, larger ones almost never predict better
     (they hold the same channels plus more fitted noise), so the one-SEM
-    choice is the whole grid's on nearly every data set (336/336 simulated
-    in results/channel_search/, 147/147 Park tests), at the cost of
-    the counts up to one past the optimum: on null data, K = 1 only. The
-    best improvement over K = 0 (the test statistic) can differ where K = 1
-    overfits and K = 2 predicts: 1/336 simulated, 12/147 Park tests
-    (results/park2024/channel_search.md).
+    choice is the whole grid's on nearly every data set (results/channel_search/,
+    results/park2024_channel_search/), at the cost of the counts up to one
+    past the optimum: on null data, K = 1 only. The best improvement over
+    K = 0 (the test statistic) can differ where K = 1 overfits and K = 2
+    predicts: rarely on the simulations, more often on the Park tests.
 
     Returns
     -------

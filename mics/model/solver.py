@@ -20,7 +20,7 @@ products of tall data blocks; the moment path's per-sweep contractions
 stream the whole ``(p m)^2`` scatter from memory for every block solve and
 run several times slower a flop. ``studies/performance/solver_choice.py`` times both
 paths on a grid of modulator sizes and checks that ``"auto"`` picks the
-faster one (``results/population/solver_choice.txt``).
+faster one (``results/solver_choice/``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ _SWEEPS_PER_FIT = 100
 # value many times (BLAS-bound). Counting their flops alike, "auto" chose the
 # moments at the studies' sizes where they are the slower path;
 # studies/performance/solver_choice.py times both paths on a grid of m and
-# checks the choice (results/population/solver_choice.txt).
+# checks the choice (results/solver_choice/).
 _MOMENT_SWEEP_COST = 8.0
 
 
@@ -151,7 +151,7 @@ def _workload(params):
 # Data-path (BLAS) flops a second that the warning below assumes. It is set
 # above a 2-core machine's BLAS rate because path_costs counts every sweep up
 # to its cap, while fits converge sooner: the estimate is then of the order
-# of the measured fits at many neurons (results/many_neurons/README.md).
+# of the measured fits at many neurons (benchmarks/README.md, "Many neurons").
 _FLOPS_PER_SECOND = 8e10
 # Estimated seconds above which a fit warns.
 _SLOW_SECONDS = 120.0

@@ -352,7 +352,7 @@ def test_modulation(
         improved on K = 0, with "grid" every K up to ``max_channels``. Both
         tests are exact; "grid" costs more on null data and keeps the power
         against gating that needs two channels to beat none
-        (``results/park2024/channel_search.md``).
+        (``results/park2024_channel_search/``).
     X : array-like of shape (n_samples, n_source)
     Y : array-like of shape (n_samples, n_target)
     Z : array-like of shape (n_samples, n_modulators) or (n_samples,)

@@ -12,20 +12,23 @@ default) and once without, in the same process, on the same operator:
 
 For each: sweeps (``n_iter``), whether the stage converged before
 ``max_iter`` (200), the final penalised loss (lower is better) and the
-time. Written to ``results/population/convergence.txt`` with the load
-average: on a shared machine the sweep counts and losses are the figures to
-trust, the times only as ratios within the same run.
+time. Written to ``results/convergence/`` (``convergence.txt``, with the
+load average, ``run.json`` and ``README.md``): on a shared machine the sweep
+counts and losses are the figures to trust, the times only as ratios within
+the same run.
 
 Usage::
 
-    python studies/performance/convergence.py            # m = 3 and 100, three seeds
-    python studies/performance/convergence.py --large    # also m = 200 at the population size
+    python studies/performance/convergence.py              # m = 3 and 100, three seeds
+    python studies/performance/convergence.py --large      # also m = 200 at the population size
+    python studies/performance/convergence.py --report-only  # README.md from convergence.txt
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -42,6 +45,10 @@ from mics.core import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools as tools  # noqa: E402
+
+OUT = ROOT / "results" / "convergence"
 
 
 def null_operator(T, p, q, m, seed):
@@ -68,12 +75,59 @@ def run(op, K, accelerate):
     return fit, time.perf_counter() - t
 
 
+def readme(out):
+    """``README.md`` from ``convergence.txt`` and the run record."""
+    text = (out / "convergence.txt").read_text().rstrip()
+    about = (
+        "Sweeps to convergence of the ALS with and without its line search, on fits where "
+        "there is nothing to find: data without modulation (a rank-3 baseline, white source "
+        "and modulator) fitted with K = 1 and 2 channels, `MICs`' penalties, one HOSVD start "
+        "and the fold fits' tolerance (1e-6), both ways in the same process on the same "
+        "operator: m = 3 (moment path) and m = 100 (data path) at T = 3000, p = 60, q = 40, "
+        "and with `--large` m = 200 (data path) at T = 20000, p = 300, q = 100. The sweep "
+        "counts and final losses are the figures to trust; the times only as ratios within "
+        "the run."
+    )
+    lines = tools.readme_head(
+        "Convergence of null fits with and without the ALS line search",
+        "studies/performance/convergence.py",
+        out,
+        about=about,
+        missing="The table's first and last lines give the load at the start and the end.",
+    )
+    lines += [
+        "## Findings",
+        "",
+        "- Over all fits: "
+        + text.splitlines()[-1].removeprefix("all fits: ").split("; load")[0]
+        + ".",
+        "",
+        "## The fits (`convergence.txt`)",
+        "",
+        "`capped`: stopped at `max_iter` = 200 before converging; `loss`: the final "
+        "penalised loss (lower is better); `s`: seconds.",
+        "",
+        "```text",
+        text,
+        "```",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", action="store_true", help="also m = 200 at T = 20000")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "population")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild README.md from convergence.txt"
+    )
     args = parser.parse_args(argv)
+    if args.report_only:
+        readme(args.out)
+        return
+    run = tools.RunRecord(__file__, argv, seeds=f"0-{args.seeds - 1} (data), 0 (fits)")
     sizes = [(3000, 60, 40, 3), (3000, 60, 40, 100)]
     if args.large:
         sizes.append((20000, 300, 100, 200))
@@ -108,6 +162,8 @@ def main(argv=None):
     ]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "convergence.txt").write_text("\n".join(lines) + "\n")
+    run.finish(args.out)
+    readme(args.out)
     print(lines[-1])
 
 

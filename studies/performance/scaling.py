@@ -19,20 +19,28 @@ machine (the same calls run on a remote cluster: only the address given to
     of 1 and 2 workers: the time of each, the speed-up, and that both give
     the same p-value and null statistics.
 
+``--malloc-trim`` runs either part in distributed's default worker
+environment, whose ``MALLOC_TRIM_THRESHOLD_`` slows the fits
+(``mics.data.worker_config()`` drops it).
+
 Usage::
 
     python studies/performance/scaling.py fit  [--frames 2000000] [--chunk 50000] [--workers 2]
     python studies/performance/scaling.py test [--shifts 39] [--small]
+    python studies/performance/scaling.py --report-only    # README.md from the parts' files
 
 Results: ``results/scaling/<part>.txt`` (``test_small.txt`` with ``--small``;
-``_malloc_trim`` added with ``--malloc-trim``). The recordings are written under
-``--data`` (default: a temporary directory, kept between runs; several GB).
+``_malloc_trim`` added with ``--malloc-trim``), each part's run record in
+``run.json`` and ``README.md`` rebuilt from them after each part. The
+recordings are written under ``--data`` (default: a temporary directory, kept
+between runs; several GB).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import sys
 import tempfile
@@ -42,6 +50,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools as tools  # noqa: E402
+
 OUT = ROOT / "results" / "scaling"
 P, Q, M, RANK, K = 300, 100, 3, 3, 2
 ARGS = argparse.Namespace(malloc_trim=False)
@@ -253,9 +264,105 @@ def part_test(args, lines):
     )
 
 
+def _fit_rows(text):
+    """The figures of a ``fit`` part's file, as README table cells."""
+    moment = re.search(r"moment pass: ([\d.]+) s, ([\d,]+) frames/s; .*: ([\d,]+) frames/s "
+                       r"-> ([\d.]+) of the limit", text)  # fmt: skip
+    select = re.search(r"default selection: ([\d.]+) s, selected rank (\d+) \(planted (\d+)\), "
+                       r"K (\d+) \(planted (\d+)\)", text)  # fmt: skip
+    memory = re.search(r"resident before fit (\d+) MB, peak (\d+) MB; growth (\d+) MB = "
+                       r"([\d.]+) chunks \(the data: ([\d.]+) GB\)", text)  # fmt: skip
+    return dict(
+        fit=f"{select[1]} s",
+        selected=f"rank {select[2]}, K {select[4]} (planted {select[3]}, {select[5]})",
+        memory=f"{memory[1]} MB / {memory[2]} MB / {memory[3]} MB = {memory[4]} chunks "
+        f"(the data: {memory[5]} GB)",
+        moments=f"{moment[1]} s, {moment[2]} frames/s = {moment[4]} of the BLAS limit "
+        f"({moment[3]} frames/s)",
+    )
+
+
+def _test_row(name, text):
+    """One README row of a ``test`` part's file."""
+    runs = re.findall(r"(\d) worker\(s\): test_modulation, (\d+) shifts, (.*?): ([\d.]+) s "
+                      r"\(([\d.]+) s per shift\), p = ([\d.]+)", text)  # fmt: skip
+    memory = re.search(r"in memory, n_jobs=1, (\d+) shifts: .*?\(([\d.]+) s per shift", text)
+    speed = re.search(r"speed-up 1 -> 2 workers: ([\d.]+)x; (.*?); (?:same p-value|projected)",
+                      text)  # fmt: skip
+    # "null statistics identical" now, "identical null statistics: True" in older files
+    same = speed[2].replace("identical null statistics: True", "null statistics identical")
+    (_, shifts, size, t1, s1, p1), (_, _, _, t2, s2, _) = runs
+    in_memory = f"{memory[2]} s a shift ({memory[1]} shifts)" if memory else "-"
+    return (
+        f"| {size} (`{name}`) | {shifts} | {t1} s ({s1} s a shift) | {t2} s ({s2} s a shift) "
+        f"| **{speed[1]}x** | {in_memory} | {p1}; {same} |"
+    )
+
+
+def readme(out):
+    """``README.md`` from the parts' files (those that exist) and their run records."""
+    lines = tools.readme_head(
+        "Past one machine: chunked selection and tests on a Dask cluster",
+        "studies/performance/scaling.py",
+        out,
+        about=(
+            "A `dask.distributed.LocalCluster` of worker processes, one thread each, started "
+            "under `mics.data.worker_config()`, on float32 zarr recordings written by the "
+            "study's own generator (a planted rank-3 baseline, two channels and an additive "
+            "modulator effect). Part `fit`: the default selection on a 2,000,000-frame "
+            "recording, the driver's memory and the moment pass against the machine's BLAS "
+            "limit. Part `test`: `test_modulation` on 1 and 2 workers, beside the in-memory "
+            "test on the same machine. `*_malloc_trim.txt`: the same in distributed's default "
+            "worker environment (`--malloc-trim`)."
+        ),
+        missing="Each file's first line gives the date and load of its run.",
+    )
+    fits = {
+        name: _fit_rows((out / f"{name}.txt").read_text())
+        for name in ("fit", "fit_malloc_trim")
+        if (out / f"{name}.txt").exists()
+    }
+    if fits:
+        names = list(fits)
+        lines += [
+            "## Default selection on the chunked recording (`fit`)",
+            "",
+            "| quantity | " + " | ".join(f"`{n}.txt`" for n in names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for key, what in (
+            ("fit", "`MICs(random_state=0).fit(X, Y, Z)` on the zarr-backed Dask arrays"),
+            ("selected", "selected rank and K"),
+            ("memory", "driver memory: resident before the fit / peak / growth during it"),
+            ("moments", "moment pass alone (`moments_from_dask`)"),
+        ):
+            lines.append(f"| {what} | " + " | ".join(fits[n][key] for n in names) + " |")
+        lines.append("")
+    tests = [
+        name
+        for name in ("test", "test_small", "test_malloc_trim", "test_small_malloc_trim")
+        if (out / f"{name}.txt").exists()
+    ]
+    if tests:
+        lines += [
+            "## `test_modulation` on 1 and 2 workers (`test`)",
+            "",
+            "Each shifted data set is one graph: its fold moments are computed on the "
+            "workers, then the channel selection runs as a task on them. The in-memory test "
+            "ran the first shifts of the same test, and its figure includes the observed fit.",
+            "",
+            "| size (file) | shifts | 1 worker | 2 workers | speed-up | in memory, `n_jobs=1` "
+            "| p-value |",
+            "|---|---|---|---|---|---|---|",
+            *(_test_row(f"{n}.txt", (out / f"{n}.txt").read_text()) for n in tests),
+            "",
+        ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("fit", "test"))
+    parser.add_argument("part", nargs="?", choices=("fit", "test"))
     parser.add_argument("--frames", type=int, default=2_000_000)
     parser.add_argument("--chunk", type=int, default=50_000)
     parser.add_argument("--workers", type=int, default=2)
@@ -276,7 +383,16 @@ def main(argv=None):
     )
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "mics_scaling"))
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--report-only", action="store_true", help="rebuild README.md only")
     args = parser.parse_args(argv)
+    if args.report_only:
+        readme(Path(args.out))
+        return 0
+    if args.part is None:
+        parser.error("name a part: fit or test")
+    suffix = "_small" if args.part == "test" and args.small else ""
+    suffix += "_malloc_trim" if args.malloc_trim else ""
+    run = tools.RunRecord(__file__, argv, seeds="0 (data and fits)", part=args.part + suffix)
     global ARGS
     ARGS = args
     load = os.getloadavg()[0]
@@ -290,9 +406,9 @@ def main(argv=None):
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    suffix = "_small" if args.part == "test" and args.small else ""
-    suffix += "_malloc_trim" if args.malloc_trim else ""
     (out / f"{args.part}{suffix}.txt").write_text(text + "\n")
+    run.finish(out)
+    readme(out)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,14 @@ time is the better of its two measurements. A row is a miss when that is
 more than 1.25x the other path's time. Both paths are warmed up (numba
 compilation, BLAS threads) on a tiny problem first.
 
-Prints the table and writes it to ``results/population/solver_choice.txt``
-(``--out``).
+Prints the table and writes it to ``results/solver_choice/`` (``--out``):
+``solver_choice.txt``, ``run.json`` and ``README.md``.
 
 Usage::
 
     python studies/performance/solver_choice.py                      # both sizes
-    python studies/performance/solver_choice.py --size semedo --m 3 31 --out /tmp/choice.txt
+    python studies/performance/solver_choice.py --size semedo --m 3 31 --out /tmp/choice
+    python studies/performance/solver_choice.py --report-only        # README.md only
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from pathlib import Path
 import mics
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools as tools  # noqa: E402
+
+OUT = ROOT / "results" / "solver_choice"
 
 SIZES = {
     # the Semedo et al. 2019 sample's shape (V1 source, V2 target)
@@ -46,14 +51,58 @@ SETTINGS = {
 }
 
 
+def readme(out):
+    """``README.md`` from ``solver_choice.txt`` and the run record."""
+    text = (out / "solver_choice.txt").read_text().rstrip()
+    verdicts = [line for line in text.splitlines() if line.startswith("auto within")]
+    about = (
+        'Does `solver="auto"` pick the faster path? The same simulated data fitted with '
+        '`solver="moments"`, `"data"` and `"auto"` at the Semedo sample\'s shape (T = 4000, '
+        "p = 79, q = 31) and issue 17's (T = 3000, p = 60, q = 40), for several modulator "
+        "sizes m, in three settings: a fixed-rank fit, the capped selection of the real-data "
+        "studies and the default selection. The two paths give the same fit "
+        "(`tests/test_population_modulator.py`), so the only question is time. A row is a "
+        "miss when the picked path takes more than 1.25x the other's time."
+    )
+    lines = tools.readme_head(
+        'Which path `solver="auto"` picks, against both paths',
+        "studies/performance/solver_choice.py",
+        out,
+        about=about,
+        missing="The table's first line gives its command, date and load.",
+    )
+    lines += [
+        "## Findings",
+        "",
+        *(
+            [f"- {verdicts[0]}."]
+            if len(verdicts) == 1
+            else [f"- Table {i}: {v}." for i, v in enumerate(verdicts, 1)]
+        ),
+        "",
+        "## The fits (`solver_choice.txt`)",
+        "",
+        "```text",
+        text,
+        "```",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", nargs="+", choices=list(SIZES), default=list(SIZES))
     parser.add_argument("--m", nargs="+", type=int, default=None, help="modulator sizes")
+    parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
-        "--out", type=Path, default=ROOT / "results" / "population" / "solver_choice.txt"
+        "--report-only", action="store_true", help="rebuild README.md from solver_choice.txt"
     )
     args = parser.parse_args(argv)
+    if args.report_only:
+        readme(args.out)
+        return
+    run = tools.RunRecord(__file__, argv, seeds="0 (data and fits)")
     warnings.simplefilter("ignore")  # capped fits warn about convergence
     lines = []
 
@@ -104,8 +153,10 @@ def main(argv=None):
                     f"{'ok' if ok else 'MISS'} ({picked / times[other]:.2f}x the other)"
                 )
     say(f"auto within 1.25x of the faster path in {total - misses}/{total} rows")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "solver_choice.txt").write_text("\n".join(lines) + "\n")
+    run.finish(args.out)
+    readme(args.out)
 
 
 if __name__ == "__main__":

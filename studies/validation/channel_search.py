@@ -11,7 +11,8 @@ the default estimator ``MICs(random_state=seed)`` (rank 0..10, K 0..4,
 10 folds).
 
 Printed and written to ``--out`` (default ``results/channel_search/``:
-``channel_search_runs.csv`` and ``channel_search_summary.txt``):
+``channel_search_runs.csv``, ``channel_search_summary.txt``, ``run.json`` and
+``README.md``):
 
 - how often the two select the same (rank, K), with a 95% Clopper-Pearson
   interval (issue 10 asks for at least 95% agreement);
@@ -24,6 +25,7 @@ Usage::
 
     python studies/validation/channel_search.py
     python studies/validation/channel_search.py --quick --out /tmp/channel_search
+    python studies/validation/channel_search.py --report-only  # README.md from the summary
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import argparse
 import csv
 import itertools
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -44,6 +47,10 @@ from threadpoolctl import threadpool_limits
 import mics
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools as tools  # noqa: E402
+
+OUT = ROOT / "results" / "channel_search"
 
 FULL = dict(
     n_channels=[0, 1, 2, 3],
@@ -173,12 +180,50 @@ def summarize(rows):
     return lines
 
 
+def readme(out):
+    """``README.md`` from ``channel_search_summary.txt`` and the run record."""
+    summary = (out / "channel_search_summary.txt").read_text().rstrip()
+    about = (
+        'Does the sequential channel search (`MICs(channel_search="sequential")`, the '
+        "default: K = 0, 1, ... until a K does not lower the held-out loss) select what the "
+        "whole grid of K = 0 .. max_channels selects, with the same modulation-test "
+        "statistic? Both run on the same `mics.simulate` data sets (p = 40, q = 30, rank 3; "
+        "no channel, or K = 1-3 at modulation SNRs 0.03-0.5, two geometries, T = 500 and "
+        "2000, a Gaussian or a population modulator, three seeds) with the default "
+        "estimator `MICs(random_state=seed)`. Issue 10 asks for at least 95% agreement."
+    )
+    lines = tools.readme_head(
+        "The sequential channel search against the whole grid",
+        "studies/validation/channel_search.py",
+        out,
+        about=about,
+        missing="Its summary below gives the selection times and the load when it was written.",
+    )
+    lines += [
+        "## Summary (`channel_search_summary.txt`; one row per data set in "
+        "`channel_search_runs.csv`)",
+        "",
+        "```text",
+        summary,
+        "```",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "channel_search")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild README.md from the summary"
+    )
     args = parser.parse_args(argv)
+    if args.report_only:
+        readme(args.out)
+        return
+    run = tools.RunRecord(__file__, argv, seeds="1000 * seed + index of each data set")
     cfgs = list(configurations(QUICK if args.quick else FULL))
     rows = Parallel(n_jobs=args.n_jobs)(delayed(run_one)(c, i) for i, c in enumerate(cfgs))
     lines = summarize(rows)
@@ -190,6 +235,8 @@ def main(argv=None):
             writer.writeheader()
             writer.writerows(rows)
         (args.out / "channel_search_summary.txt").write_text("\n".join(lines) + "\n")
+        run.finish(args.out)
+        readme(args.out)
 
 
 if __name__ == "__main__":

@@ -34,14 +34,15 @@ All data from ``mics.simulate`` with T = 2000, p = 80, q = 60, m = 3, r = 3
 
 Datasets are spread over ``--n-jobs`` worker processes (joblib), each with
 one BLAS thread (``threadpool_limits(1)``). Writes ``detection_runs.csv``
-(one row per dataset and part), ``detection_summary.csv`` and
-``detection_summary.txt`` (the printed table) into ``--out`` (default
-``results/detection/``).
+(one row per dataset and part), ``detection_summary.csv``,
+``detection_summary.txt`` (the printed table), ``run.json`` and ``README.md``
+into ``--out`` (default ``results/detection/``).
 
 Usage::
 
-    python studies/validation/detection.py            # full run (a few minutes on 2 cores)
-    python studies/validation/detection.py --quick    # smoke run
+    python studies/validation/detection.py               # full run (a few minutes on 2 cores)
+    python studies/validation/detection.py --quick       # smoke run
+    python studies/validation/detection.py --report-only # README.md from the summary tables
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -61,7 +63,10 @@ import mics
 from mics.simulation import detection_rates
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools as tools  # noqa: E402
 
+OUT = ROOT / "results" / "detection"
 DATA = dict(n_samples=2000, n_source=80, n_target=60, n_modulators=3, rank=3)
 CHEAP = dict(cv=5, max_channels=2, n_init=1, verbose=0)
 ALPHA = 0.05
@@ -171,6 +176,71 @@ def histogram(p_values, bins=10):
     ]
 
 
+#: The rows of ``detection_summary.csv``, in words, for the README.
+QUANTITY_WORDS = {
+    "fpr_alpha_0.05": "(i) false-positive rate at 0.05 on null data (95% Clopper-Pearson)",
+    "pvalue_ks_two_sided_D": "(i) null p-values against the uniform on their grid: KS D",
+    "pvalue_ks_excess_Dplus": "(i) one-sided excess D+ (an anti-conservative test)",
+    "null_selection_K0_fraction": "(ii) default selection on null data: K = 0",
+    "signal_selection_r3_K2_fraction": "(iii) default selection on two channels: rank 3, K = 2",
+}
+
+
+def readme(out):
+    """``README.md`` from the summary tables (``detection_summary.*``) and the run record."""
+    import pandas as pd
+
+    summary = pd.read_csv(out / "detection_summary.csv", keep_default_na=False)
+    rows = []
+    for r in summary.itertuples():
+        if r.quantity.startswith("signal_p_value_seed"):
+            seed = r.quantity.removeprefix("signal_p_value_seed")
+            what = f"(iii) test on two channels, seed {seed}: p"
+        else:
+            what = QUANTITY_WORDS[r.quantity]
+        value = float(r.value)
+        if r.quantity.endswith("_fraction"):
+            cell = f"{round(value * int(r.n))}/{r.n}"
+        elif r.quantity == "fpr_alpha_0.05":
+            lo, hi = (float(v) for v in r.detail.split("-"))
+            cell = f"{round(value * int(r.n))}/{r.n} = {value:.3f} [{lo:.3f}, {hi:.3f}]"
+        else:
+            words = {"mc_p": "Monte-Carlo p", "min": "smallest attainable"}
+            key, _, number = r.detail.partition("=")
+            cell = f"{value:.3f}" + (f" ({words[key]} {float(number):.3f})" if r.detail else "")
+        rows.append(f"| {what} | {cell} | {r.target} |")
+    about = (
+        "Is 'modulation detected' trustworthy? `mics.simulate` data (T = 2000, p = 80, q = 60, "
+        "m = 3, rank 3): (i) the false-positive rate and p-value calibration of "
+        "`mics.test_modulation` (circular shifts) on null data, with the cheapest estimator "
+        "that keeps the test valid; (ii) the default selection `MICs()` on null data; (iii) "
+        "on two true channels, the default selection and the test's p-values. Seeds "
+        f"{NULL_SEED0}+ (null data) and {SIGNAL_SEED0}+ (two channels)."
+    )
+    lines = tools.readme_head(
+        "Detection: false positives, selection and power of the modulation test",
+        "studies/validation/detection.py",
+        out,
+        about=about,
+        missing="The printed summary below gives the load at the start and the run time.",
+    )
+    lines += [
+        "## Summary (`detection_summary.csv`)",
+        "",
+        "| quantity | value | target |",
+        "|---|---|---|",
+        *rows,
+        "",
+        "## What it printed (`detection_summary.txt`)",
+        "",
+        "```text",
+        (out / "detection_summary.txt").read_text().rstrip(),
+        "```",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
@@ -185,13 +255,22 @@ def main(argv=None):
     parser.add_argument("--geometry", default="new")
     parser.add_argument("--snr", type=float, default=0.5)
     parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "results" / "detection"))
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild README.md from the summary tables"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.n_null, args.n_perm, args.n_selection, args.n_full = 6, 19, 2, 2
         args.n_power, args.power_perm = 1, 19
     out = Path(args.out)
+    if args.report_only:
+        readme(out)
+        return
     out.mkdir(parents=True, exist_ok=True)
+    run = tools.RunRecord(
+        __file__, argv, seeds=f"{NULL_SEED0}+ (null data sets), {SIGNAL_SEED0}+ (two channels)"
+    )
     par = Parallel(n_jobs=args.n_jobs, verbose=0)
     lines = []
 
@@ -339,6 +418,8 @@ def main(argv=None):
         w.writerow(["quantity", "value", "detail", "n", "target"])
         w.writerows(summary)
     (out / "detection_summary.txt").write_text("\n".join(lines) + "\n")
+    run.finish(out)
+    readme(out)
     print(f"wrote {out}/detection_runs.csv, detection_summary.csv, detection_summary.txt")
 
 

@@ -16,20 +16,22 @@ the modulator.
 4. ``lag_scan`` (lags -8..8 samples = -0.5..0.5 s, 5 trial folds) on raw and
    subtracted data.
 
-Writes ``park_cv.png``, ``park_null.png``, ``park_lag_scan.png`` and
-``park_summary.txt`` into ``--out`` (default ``results/trials/``). Needs the
-shared recordings (``$MICS_DATA_DIR`` or ``../shared/data``).
+Writes ``park_cv.png``, ``park_null.png``, ``park_lag_scan.png``,
+``park_summary.txt`` (what it printed), ``run.json`` and ``README.md`` into
+``--out`` (default ``results/park_trials/``). Needs the shared recordings
+(``$MICS_DATA_DIR`` or ``../shared/data``).
 
 Usage::
 
     python studies/validation/park_trials.py --n-perm 19   # the committed run, 10 s
+    python studies/validation/park_trials.py --report-only # README from park_summary.txt
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import time
+import sys
 import warnings
 from pathlib import Path
 
@@ -45,6 +47,10 @@ from mics.preprocessing import subtract_condition_means, zscore  # noqa: E402
 from mics.workflows import lag_scan  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools as tools  # noqa: E402
+
+OUT = ROOT / "results" / "park_trials"
 SESSION = "230809_mrcuts28_fov4_grat-000_data.mat"
 
 
@@ -92,19 +98,57 @@ def _test(X, Y, Z, rank, args, out, say):
     plt.close(fig)
 
 
+def readme(out):
+    """``README.md`` from ``park_summary.txt`` and the run record."""
+    summary = (out / "park_summary.txt").read_text().rstrip()
+    about = (
+        f"Session `{SESSION.split('_grat')[0]}` of Park et al. 2024 through the trial-aware "
+        "pipeline, as the tutorial does it: the neurons at even and odd positions as 'source' "
+        "and 'target' (one population: this demonstrates the workflow, it is not a finding "
+        "about two areas), pupil and running speed as the modulator. Selection with "
+        "trial-blocked folds on the raw data and with the grating-direction means "
+        "subtracted; the modulation test with the trial null (trials permuted within "
+        "direction); a lag scan of -0.5 to 0.5 s."
+    )
+    lines = tools.readme_head(
+        "A Park et al. 2024 session through the trial-aware pipeline",
+        "studies/validation/park_trials.py",
+        out,
+        about=about,
+    )
+    lines += [
+        "## What it printed (`park_summary.txt`)",
+        "",
+        "```text",
+        summary,
+        "```",
+        "",
+        "Subtracting the condition means removes what the stimulus drives in common: the "
+        "selected rank and its held-out score show how much of the raw communication that was.",
+        "",
+        "![selection](park_cv.png)",
+        "",
+        "![null](park_null.png)",
+        "",
+        "![lag scan](park_lag_scan.png)",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-perm", type=int, default=99)
     parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "results" / "trials"))
+    parser.add_argument("--out", default=str(OUT))
     parser.add_argument(
-        "--test-only-rank",
-        type=int,
-        default=None,
-        help="run only step 3 at this baseline rank (writes park_null.png, park_test.txt)",
+        "--report-only", action="store_true", help="rebuild README.md from park_summary.txt"
     )
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.report_only:
+        readme(out)
+        return
     out.mkdir(parents=True, exist_ok=True)
     warnings.simplefilter("ignore")  # capped CV fits warn about convergence
     lines = []
@@ -113,7 +157,7 @@ def main(argv=None):
         print(s, flush=True)
         lines.append(s)
 
-    t0 = time.perf_counter()
+    run = tools.RunRecord(__file__, argv, seeds="0 (selection, permutations, lag scan folds)")
     ds = mics.io.load_park2024(_data_dir() / "park2024" / SESSION)
     sub = subtract_condition_means(ds, "direction")
     data = {"raw": _inputs(ds), "subtracted": _inputs(sub)}
@@ -121,10 +165,6 @@ def main(argv=None):
     assert "trial" in X.coords  # groups come from here
     say(f"{SESSION}: source {X.shape}, target {Y.shape}, modulator {list(Z.modulator.values)}")
 
-    if args.test_only_rank is not None:
-        _test(X, Y, Z, args.test_only_rank, args, out, say)
-        (out / "park_test.txt").write_text("\n".join(lines) + "\n")
-        return
     models = {}
     for name, (Xd, Yd, Zd) in data.items():
         models[name] = mics.MICs(random_state=0, verbose=0).fit(Xd, Yd, Zd)
@@ -166,8 +206,10 @@ def main(argv=None):
         row[1].set_title(f"{name}: modulation")
     fig.savefig(out / "park_lag_scan.png", dpi=120)
     plt.close(fig)
-    say(f"total {time.perf_counter() - t0:.0f} s")
     (out / "park_summary.txt").write_text("\n".join(lines) + "\n")
+    run.finish(out)
+    readme(out)
+    print(f"run time {run.seconds:.0f} s; wrote {out}")
 
 
 if __name__ == "__main__":

@@ -34,9 +34,9 @@ Usage::
 
     python studies/validation/sparse_rrr.py [--seeds 3]
 
-Results: ``results/sparse_members/sparse_rrr.md`` (means over seeds) and
-``results/sparse_members/sparse_rrr_runs.csv`` (one row per data set and
-method).
+Results: ``results/sparse_rrr/``: ``sparse_rrr.md`` (means over seeds),
+``sparse_rrr_runs.csv`` (one row per data set and method), ``run.json`` and
+``README.md`` (``--report-only`` rebuilds the README from ``sparse_rrr.md``).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -55,7 +56,10 @@ import mics
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-OUT = ROOT / "results" / "sparse_members"
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools as tools  # noqa: E402
+
+OUT = ROOT / "results" / "sparse_rrr"
 MIC_SPARSITY = 8.0  # the setting of sparse_members.py
 RRR_SPARSITIES = (4.0, 8.0)
 SCENARIOS = ("dense_baseline", "sparse_baseline")
@@ -208,11 +212,38 @@ def report(df, seeds, elapsed, load):
     return "\n".join(lines)
 
 
+def readme(out=OUT):
+    """``README.md``: the run record, then the report ``sparse_rrr.md``."""
+    text = (out / "sparse_rrr.md").read_text()
+    lines = tools.readme_head(
+        "Sparse RRR of the baseline against sparse MICs of the channel",
+        "studies/validation/sparse_rrr.py",
+        out,
+        about=(
+            "Which source neurons? Sparse reduced-rank regression (Kobak et al. 2021) answers "
+            "which carry the communication subspace, sparse MICs which carry the gated "
+            "channel: the two on the same planted-member data, by precision and recall of the "
+            "source members each selects, beside the dense RRR cut at its best threshold "
+            "chosen with the truth (an oracle)."
+        ),
+        missing="The report below gives its command, run time and load.",
+    )
+    body = text.split("\n", 1)[1].strip()  # the report without its title
+    lines += ["The report (`sparse_rrr.md`):", "", body, ""]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--report-only", action="store_true", help="rebuild README.md only")
     args = parser.parse_args(argv)
-    OUT.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        readme(args.out)
+        return
+    run = tools.RunRecord(__file__, argv, seeds=f"0-{args.seeds - 1} per cell")
+    args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows = []
     for scenario in SCENARIOS:
@@ -223,9 +254,11 @@ def main(argv=None):
                         rows.extend(run_one(T, m, snr, seed, scenario))
                     print(f"{scenario} T={T} m={m} snr={snr} done", flush=True)
     df = pd.DataFrame(rows)
-    df.to_csv(OUT / "sparse_rrr_runs.csv", index=False)
+    df.to_csv(args.out / "sparse_rrr_runs.csv", index=False)
     text = report(df, args.seeds, time.perf_counter() - start, os.getloadavg()[0])
-    (OUT / "sparse_rrr.md").write_text(text)
+    (args.out / "sparse_rrr.md").write_text(text)
+    run.finish(args.out)
+    readme(args.out)
     print(text)
 
 

@@ -46,19 +46,23 @@ of them) and the p-value ``(1 + #{null >= observed}) / (1 + n_perm)``:
   (least squares on [1, z], once, with the true alignment, as
   ``test_modulation`` does for Y).
 
-Writes ``runs.csv``, ``summary.csv``, ``table.md`` and ``split_by_state.png``
-into ``--out`` (default ``results/split_by_state/``).
+Writes ``runs.csv``, ``summary.csv``, ``table.md``, ``rates.md`` (the
+table the user guide includes), ``split_by_state.png``, ``run.json`` and
+``README.md`` into ``--out`` (default ``results/split_by_state/``).
 
 Usage::
 
-    python studies/validation/split_by_state.py           # 100 data sets per family, 19 perms
-    python studies/validation/split_by_state.py --quick   # smoke run
+    python studies/validation/split_by_state.py              # 100 data sets per family, 19 perms
+    python studies/validation/split_by_state.py --quick      # smoke run
+    python studies/validation/split_by_state.py --report-only  # README.md from the tables
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import re
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -72,6 +76,16 @@ import mics
 from mics.preprocessing import subtract_condition_means
 
 ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "results" / "split_by_state"
+
+
+def _tools():
+    """``studies/study_tools.py``, imported late: it imports this module at its own import."""
+    sys.path.insert(0, str(ROOT / "studies"))
+    import study_tools
+
+    return study_tools
+
 
 SIZES = dict(n_trials=64, n_per_trial=20, n_conditions=8, p=20, q=15)
 AUTOCORR = 0.7
@@ -332,6 +346,25 @@ def table(summary):
     return "\n".join(lines)
 
 
+#: The methods as the user guide names them (``docs/guide/split_by_state.md``).
+GUIDE_NAMES = {
+    "mics": "`mics.test_modulation`",
+    "split_cv": "split, compare CV performance",
+    "split_subspace": "split, compare subspaces",
+    "split_cv_resid": "additive effect regressed out, then split, CV performance",
+    "split_subspace_resid": "additive effect regressed out, then split, subspaces",
+}
+
+
+def rates_snippet(summary, path):
+    """The table the user guide includes (``rates.md``): rates by method, in its words."""
+    text = table(summary).replace("weak gate (SNR 0.03): power", "weak gate: power")
+    text = text.replace("strong gate (SNR 0.1): power", "strong gate: power")
+    for method, name in GUIDE_NAMES.items():
+        text = text.replace(f"| `{method}` |", f"| {name} |")
+    path.write_text(text + "\n")
+
+
 def figure(summary, path):
     import matplotlib
 
@@ -364,17 +397,153 @@ def figure(summary, path):
     plt.close(fig)
 
 
+SETUP = """## Set-up
+
+- **Simulator**, written in the study (not `mics.simulate_trials`): 64 trials
+  x 20 samples, 8 conditions, p = 20 source and q = 15 target neurons, rank-2
+  communication; fluctuations AR(1) within trials (lag-1 autocorrelation 0.7);
+  stimulus-locked condition x time responses of both populations; a
+  running-speed-like modulator (half the trials "running" with a log-normal
+  speed level plus AR(1) jitter, the others almost still: skewed and bimodal)
+  that **adds to both populations** (each source neuron loads on the speed
+  with s.d. 0.5; the target gets the additive effect `D` at `additive_snr=0.5`
+  and the speed-driven source activity through the communication). Gating:
+  none (null), or one channel of random geometry at `modulation_snr` 0.03
+  ("weak") or 0.1 ("strong"), parameters from `mics.simulate`.
+- **Preprocessing**: condition means subtracted (`subtract_condition_means`).
+- **Same permutations for every method**: the split-by-state nulls reuse the
+  permutations `test_modulation` drew for that data set
+  (`ModulationTest.permutations`): null trial i takes the modulator, hence
+  the running label, of trial `perm[i]` of the same condition.
+- **Methods**
+  - `mics`: `test_modulation(MICs(rank=2, cv=5, max_channels=1, n_init=1), null="trial",
+    conditions="direction")`.
+  - `split_cv`: median split of trials by mean speed; per state
+    `ReducedRankRegressionCV(ranks=0..6, cv=5)` with trial folds; statistic
+    `|R2_cv(running) - R2_cv(still)|`.
+  - `split_subspace`: same split, `ReducedRankRegression(rank=2)` per state;
+    statistic: mean squared sine of the principal angles between the two
+    states' source subspaces.
+  - `*_resid`: the same after regressing the speed's additive effect out of
+    X and Y (least squares on [1, z], once, with the true alignment).
+"""
+
+
+def _rate(summary, family, method):
+    """``"k/n (CI a-b)"`` of one method on one family (``summary.csv`` rows)."""
+    r = summary[(summary.family == family) & (summary.method == method)].iloc[0]
+    return f"{r.rejections}/{r.n} (95% CI {r.ci_low:.2f}-{r.ci_high:.2f})"
+
+
+def reading(summary, runs):
+    """The README's reading of the result, every number from ``summary.csv`` or ``runs.csv``."""
+
+    def k(family, method):
+        r = summary[(summary.family == family) & (summary.method == method)].iloc[0]
+        return f"{r.rejections}/{r.n}"
+
+    lines = [
+        "## Reading",
+        "",
+        "- **Splitting by state without removing the state's additive effect is not a test of "
+        f"gating.** The subspace comparison rejected {_rate(summary, 'null', 'split_subspace')} "
+        "null data sets although nothing gates the communication: in running trials the "
+        "speed's own variance drives a shared direction in both populations, which enters the "
+        "running state's communication subspace and not the still state's. A permutation null "
+        "does not protect against this, because it tests 'the state is unrelated to the "
+        "activity', which is false here. The CV-performance comparison rejected "
+        f"{_rate(summary, 'null', 'split_cv')}; the size of the error depends on how much the "
+        "state adds, which a user cannot know in advance.",
+        "- **Regressing the additive effect out first** gives "
+        f"{k('null', 'split_subspace_resid')} (subspace) and {k('null', 'split_cv_resid')} "
+        "(CV) on null data, as `test_modulation` does inside, where it regresses the effect "
+        f"out of the target before permuting ({k('null', 'mics')}).",
+        f"- **Power.** On the same data sets `mics` detected the gate in {k('weak', 'mics')} "
+        f"(weak) and {k('strong', 'mics')} (strong); the calibrated split-by-state subspace "
+        f"comparison in {k('weak', 'split_subspace_resid')} and "
+        f"{k('strong', 'split_subspace_resid')}, the CV-performance comparison in "
+        f"{k('weak', 'split_cv_resid')} and {k('strong', 'split_cv_resid')}. The one-channel "
+        "model uses all trials at once and the modulator's full range, where a split keeps only "
+        "the sign of the speed relative to its median and halves the data behind each fit.",
+    ]
+    rate = summary[summary.method == "mics"].set_index("family").rate
+    if {"weak", "strong"} <= set(rate.index) and rate["strong"] <= rate["weak"]:
+        negative = runs[runs.mics_stat < 0].groupby("family").size()
+        n = runs.groupby("family").size()
+        lines.append(
+            "- **Caveat on the power rows: they do not rise with the nominal SNR for `mics`.** "
+            "The SNRs are those `mics.simulate` sets on white Gaussian data; here the modulator "
+            "is skewed and the gate also multiplies the speed-driven part of the source, so the "
+            "effective strength differs from the nominal one. The observed statistic was "
+            "negative (the channel model predicted held-out trials worse than the additive "
+            f"model) in {negative.get('strong', 0)}/{n['strong']} strong and "
+            f"{negative.get('weak', 0)}/{n['weak']} weak data sets: with a few extreme-speed "
+            "trials, a fold that holds one of them out extrapolates the bilinear term. Read the "
+            "two power columns as two draws of moderate gating, not as a dose-response curve."
+        )
+    return lines
+
+
+def readme(out):
+    """``README.md`` from ``summary.csv``, ``runs.csv``, ``table.md`` and the run record."""
+    import pandas as pd
+
+    summary = pd.read_csv(out / "summary.csv", keep_default_na=False)
+    runs = pd.read_csv(out / "runs.csv", keep_default_na=False)
+    rates_snippet(summary.to_dict("records"), out / "rates.md")
+    lines = _tools().readme_head(
+        "Split-by-state reduced-rank regression against `mics.test_modulation`",
+        "studies/validation/split_by_state.py",
+        out,
+        about=(
+            "What labs often do instead of modelling gating: split the trials by behavioural "
+            "state and compare reduced-rank regressions fitted in each. Here the state also "
+            "adds to both populations, as running does, and the methods run on the same data "
+            "sets with the same trial permutations as `mics.test_modulation`. `runs.csv` has "
+            "one row per data set (its `family` value `null` reads as missing in pandas: use "
+            "`keep_default_na=False`), `summary.csv` one per method and family."
+        ),
+        missing="`table.md` records the wall time of that run and its jobs.",
+    )
+    table = (out / "table.md").read_text().split("\n\n")
+    n_perm = int(re.search(r"(\d+) within-condition trial permutations", table[0]).group(1))
+    lines += [
+        SETUP,
+        "## Result",
+        "",
+        "Rejections at 0.05: the false-positive rate on null data, power on gated data. "
+        + table[0],
+        "",
+        table[1],
+        "",
+        "![rejection rates](split_by_state.png)",
+        "",
+        *reading(summary, runs),
+        f"- The p-values of all methods live on the grid k/{n_perm + 1}; "
+        f"{1 / (n_perm + 1):.2g} is the smallest.",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--n-data", type=int, default=100, help="data sets per family")
     parser.add_argument("--n-perm", type=int, default=19)
     parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "results" / "split_by_state"))
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild README.md from the tables"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.n_data = 2
     out = Path(args.out)
+    if args.report_only:
+        readme(out)
+        return
+    run = _tools().RunRecord(__file__, argv, seeds=f"0-{args.n_data - 1} per family")
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     tasks = [
@@ -399,6 +568,8 @@ def main(argv=None):
     )
     (out / "table.md").write_text(text)
     figure(summary, out / "split_by_state.png")
+    run.finish(out)
+    readme(out)
     print(text)
 
 

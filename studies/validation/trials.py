@@ -31,19 +31,22 @@ power. With ``--n-perm`` = 19 p-values live on the grid k/20, so 0.05 is
 attainable (observed above all 19 null statistics).
 
 Data sets are spread over ``--n-jobs`` worker processes (joblib), each with
-one BLAS thread. Writes ``trials_runs.csv``, ``trials_summary.csv`` and
-``trials_summary.txt`` into ``--out`` (default ``results/trials/``).
+one BLAS thread. Writes ``trials_runs.csv``, ``trials_summary.csv``,
+``trials_summary.txt`` (what it printed), ``run.json`` and ``README.md`` into
+``--out`` (default ``results/trials/``).
 
 Usage::
 
-    python studies/validation/trials.py            # full run (65 min on 2 cores shared 8-fold)
-    python studies/validation/trials.py --quick    # smoke run
+    python studies/validation/trials.py               # full run (65 min on 2 cores shared 8-fold)
+    python studies/validation/trials.py --quick       # smoke run
+    python studies/validation/trials.py --report-only # README.md from the summary tables
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -57,6 +60,10 @@ from mics.preprocessing import subtract_condition_means
 from mics.simulation import detection_rates
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "studies"))
+import study_tools as tools  # noqa: E402
+
+OUT = ROOT / "results" / "trials"
 
 DATA = dict(
     n_trials=64,
@@ -147,6 +154,71 @@ def ks_grid(p_values, n_perm):
     return float(np.max(np.abs(ecdf - grid))), float(np.max(ecdf - grid))
 
 
+#: What each part of ``trials_summary.csv`` measures, for the README.
+PART_WORDS = {
+    "a_communication": "(a) no communication (rank 0): rank > 0 selected",
+    "b_raw_circular": "(b) raw data, circular-shift null, no channel: rejections at 0.05",
+    "c_null": "(c) means subtracted, trial null, no channel: rejections at 0.05",
+    "d_power": "(d) means subtracted, trial null, one channel: detections at 0.05",
+}
+
+
+def readme(out):
+    """``README.md`` from ``trials_summary.csv``, ``trials_summary.txt`` and the run record."""
+    import pandas as pd
+
+    summary = pd.read_csv(out / "trials_summary.csv")
+    rows = []
+    for r in summary.itertuples():
+        part = "d_power" if r.part.startswith("d_power") else r.part
+        what = PART_WORDS[part]
+        if part == "d_power":
+            what += f", SNR {r.part.removeprefix('d_power_snr')}"
+        k = int(round(r.rate * r.n))
+        mean = f"CV score {r.mean:+.4f}" if part == "a_communication" else f"p {r.mean:.3f}"
+        ks = "" if pd.isna(r.ks) else f"{r.ks:.3f}"
+        rows.append(
+            f"| {what} | {r.data} | {k}/{r.n} = {r.rate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] "
+            f"| {mean} | {ks} |"
+        )
+    cal = summary[summary.part == "c_null"].iloc[0]
+    about = (
+        "Trial-structured data from `mics.simulate_trials` (64 trials x 20 samples, 8 "
+        "directions, p = 20, q = 15, m = 2, AR(1) fluctuations, stimulus-locked responses): "
+        "does the stimulus drive fake communication and modulation, and do condition-mean "
+        "subtraction, trial-blocked folds and the trial null remove it? The test's estimator "
+        f"is `MICs({', '.join(f'{k}={v}' for k, v in TEST_EST.items())})`."
+    )
+    lines = tools.readme_head(
+        "Trial-structured data: condition means and the trial-level null",
+        "studies/validation/trials.py",
+        out,
+        about=about,
+        missing="The printed summary below ends with the run's wall time and its jobs.",
+    )
+    lines += [
+        "## Findings",
+        "",
+        f"- Calibration of the trial null after condition-mean subtraction: "
+        f"{int(round(cal.rate * cal.n))}/{cal.n} null data sets rejected at 0.05 "
+        f"({cal.rate:.3f}, 95% Clopper-Pearson [{cal.ci_low:.3f}, {cal.ci_high:.3f}]).",
+        "",
+        "| part | data | rate [95% Clopper-Pearson] | mean | KS to the uniform grid |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        "`mean`: the selected rank's CV score (1 - NSE) for (a), the mean p-value otherwise.",
+        "",
+        "## What it printed (`trials_summary.txt`)",
+        "",
+        "```text",
+        (out / "trials_summary.txt").read_text().rstrip(),
+        "```",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run")
@@ -157,12 +229,24 @@ def main(argv=None):
     parser.add_argument("--n-perm", type=int, default=19)
     parser.add_argument("--snr", type=float, nargs="+", default=[0.03, 0.1])
     parser.add_argument("--n-jobs", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "results" / "trials"))
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild README.md from the summary tables"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.n_comm, args.n_raw, args.n_null, args.n_power = 4, 2, 4, 2
     out = Path(args.out)
+    if args.report_only:
+        readme(out)
+        return
     out.mkdir(parents=True, exist_ok=True)
+    run = tools.RunRecord(
+        __file__,
+        argv,
+        seeds=", ".join(f"{v}+ ({k})" for k, v in SEEDS.items()) + "; the seed of each data set "
+        "also seeds its estimator and permutations",
+    )
     lines = []
 
     def say(s=""):
@@ -258,6 +342,8 @@ def main(argv=None):
         w.writeheader()
         w.writerows(summary)
     (out / "trials_summary.txt").write_text("\n".join(lines) + "\n")
+    run.finish(out)
+    readme(out)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ flat layout, and the restructure into subpackages (issue 30, up to
 ``f0c3360``) reproduced every group bit for bit. ``da3df9e`` then changed
 the fits on purpose (issue 31: a line search in the ALS, one sweep cap):
 the same selections and false-positive rate, test statistics within a few
-1e-4 (``results/population/README.md``), so the values were regenerated
+1e-4 (``benchmarks/README.md``, "Convergence where there is nothing to
+find"), so the values were regenerated
 there. ``f4968b5`` (data-path sweeps reuse their products; the line-search
 step's target Gram from the interaction columns) changed one group,
 ``selection_data``, by round-off (1.0e-16 relative), and ``a637d44`` (the

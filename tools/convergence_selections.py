@@ -1,5 +1,8 @@
 """Issue 31's "what must not change": the same selections before and after the line search.
 
+A comparison of two commits, not a study: it writes no ``results/`` folder
+(its last output is recorded in ``benchmarks/README.md``, issue 31).
+
 Runs the default selection of the trial validation and of the channel-search
 study on their own data sets, with whichever ``mics`` is importable, and
 writes one row per data set (selected rank and K, the modulation test's
@@ -25,10 +28,10 @@ Data sets:
 
 Usage::
 
-    PYTHONPATH=/path/to/old/worktree python -P studies/validation/convergence_selections.py \\
+    PYTHONPATH=/path/to/old/worktree python -P tools/convergence_selections.py \\
         --label before --out /tmp/before.csv
-    python studies/validation/convergence_selections.py --label after --out /tmp/after.csv
-    python studies/validation/convergence_selections.py --compare /tmp/before.csv /tmp/after.csv
+    python tools/convergence_selections.py --label after --out /tmp/after.csv
+    python tools/convergence_selections.py --compare /tmp/before.csv /tmp/after.csv
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ from threadpoolctl import threadpool_limits
 
 import mics
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / "studies" / "validation"  # the studies whose data sets it rebuilds
 
 
 def _study(name):

@@ -1,0 +1,397 @@
+"""Study figures the documentation quotes, each read from the results file that holds it.
+
+A page of the Sphinx site quotes a figure as a MyST substitution,
+``{{ name }}``: ``docs/conf.py`` sets ``myst_substitutions`` from
+:func:`numbers`, so a rerun of the study (``studies/run_all.py``) updates the
+page at the next build. Text that is also read outside Sphinx (``README.md``,
+the tutorials, which are notebooks too) writes the figure out; ``QUOTES``
+lists those passages with the names of their figures, and
+``tests/test_quoted_numbers.py`` fails when one no longer says what its file
+holds (and when a page names a figure that is not here).
+
+Every value is a string, formatted as the text shows it. This module reads
+files only (no ``mics``), so the docs build and the test can import it alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from statistics import median
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+# ------------------------------------------------------------------------------- readers
+def _rows(path):
+    with open(RESULTS / path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _text(path):
+    return (RESULTS / path).read_text()
+
+
+def _find(path, pattern, group=1):
+    """The first match of ``pattern`` in a results text file (a clear error if none)."""
+    found = re.search(pattern, _text(path), flags=re.S)
+    if found is None:
+        raise ValueError(f"results/{path}: no match for {pattern!r}")
+    return found.group(group)
+
+
+def _markdown_table(path, first_header):
+    """The rows of the markdown table of ``path`` whose first header is ``first_header``."""
+    lines = _text(path).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return [dict(zip(rows[0], row, strict=True)) for row in rows[2:]]
+
+
+def _share(k, n):
+    return f"{k}/{n}"
+
+
+def _span(values, fmt="{:.2g}"):
+    """``"a-b"`` of the values, or one value when they are equal."""
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _percent(x, digits=2):
+    return f"{100 * x:.{digits}g}%"
+
+
+# ------------------------------------------------------------------------------- studies
+def trials():
+    """``studies/validation/trials.py``: trial structure, condition means, the trial null."""
+    rows = {(r["part"], r["data"]): r for r in _rows("trials/trials_summary.csv")}
+
+    def k(part, data):
+        r = rows[(part, data)]
+        return _share(round(float(r["rate"]) * int(r["n"])), r["n"])
+
+    null = rows[("c_null", "subtracted")]
+    text = "trials/trials_summary.txt"
+    power = {
+        snr: float(_find(text, rf"SNR {snr}\n.*?median z vs null \+([\d.]+)"))
+        for snr in ("0.03", "0.1")
+    }
+    score_max = float(_find(text, r"raw .*?max \+([\d.]+)"))
+    subtracted_high = float(rows[("a_communication", "subtracted")]["ci_high"])
+    return {
+        "trials_raw_rank": k("a_communication", "raw"),
+        "trials_raw_score_max": f"{score_max:.2f}",
+        "trials_subtracted_rank": k("a_communication", "subtracted"),
+        "trials_subtracted_rank_ci": f"{subtracted_high:.3f}",
+        "trials_circular": k("b_raw_circular", "raw"),
+        "trials_null": k("c_null", "subtracted"),
+        "trials_null_ci": f"{float(null['ci_low']):.3f}-{float(null['ci_high']):.3f}",
+        "trials_null_ks": f"{float(null['ks']):.2f}",
+        "trials_power_weak": k("d_power_snr0.03", "subtracted"),
+        "trials_power_strong": k("d_power_snr0.1", "subtracted"),
+        "trials_power_z_weak": f"{power['0.03']:.1f}",
+        "trials_power_z_strong": f"{power['0.1']:.1f}",
+    }
+
+
+def channel_search():
+    """``studies/validation/channel_search.py`` and ``studies/park2024_channel_search.py``."""
+    text = "channel_search/channel_search_summary.txt"
+    out = {
+        "channel_search_n": _find(text, r"^(\d+) data sets"),
+        "channel_search_same_selection": _find(text, r"same \(rank, K\) as the grid: (\d+)/"),
+        "channel_search_same_statistic": _find(text, r"same test statistic.*?: (\d+)/"),
+    }
+    counts = _markdown_table("park2024_channel_search/comparison.md", "analysis")
+    changed = _markdown_table("park2024_channel_search/comparison.md", "session")
+    moved = [r for r in changed if r["statistic (grid)"] != r["statistic (sequential)"]]
+    real = [r for r in changed if r["analysis"] == "real"]
+    worst = max(real, key=lambda r: float(r["p (sequential)"]) - float(r["p (grid)"]))
+    out.update(
+        park_channel_search_tests=str(sum(int(r["tests"]) for r in counts)),
+        park_channel_search_same_k=str(sum(int(r["same selected K"]) for r in counts)),
+        park_channel_search_changed=str(len(moved)),
+        park_channel_search_single=str(
+            sum(r["modulators"] in ("pupil", "running") for r in moved)
+        ),
+        park_channel_search_p_grid=f"{float(worst['p (grid)']):.3g}",
+        park_channel_search_p_sequential=f"{float(worst['p (sequential)']):.3g}",
+    )
+    return out
+
+
+def penalties():
+    """``studies/validation/penalties.py``: median factor match by method."""
+    runs = _rows("penalties/penalties_runs.csv")
+
+    def med(method, regime, T):
+        return median(
+            float(r["fms"])
+            for r in runs
+            if r["method"] == method and r["regime"] == regime and r["n_samples"] == str(T)
+        )
+
+    cv = med('alpha_channels="cv"', "hard", 500)
+    earlier = med("alpha_channels=0.25 (earlier default)", "hard", 500)
+    return {
+        "penalties_cv_hard_500": f"{cv:.3f}",
+        "penalties_earlier_hard_500": f"{earlier:.3f}",
+    }
+
+
+def scaling():
+    """``studies/performance/scaling.py``: the chunked selection and test on a cluster."""
+    fit, test = "scaling/fit.txt", "scaling/test.txt"
+    small = "scaling/test_small.txt"
+    per_shift = re.findall(r"\(([\d.]+) s per shift", _text(test))
+    small_runs = re.findall(r": ([\d.]+) s \([\d.]+ s per shift\)", _text(small))
+    seconds = float(_find(fit, r"default selection: ([\d.]+) s"))
+    chunks = _find(fit, r"= ([\d.]+) chunks")
+    frames = int(_find(fit, r"([\d,]+) frames/s;").replace(",", ""))
+    return {
+        "scaling_fit_seconds": f"{seconds:.0f}",
+        "scaling_fit_rank": _find(fit, r"selected rank (\d+)"),
+        "scaling_fit_channels": _find(fit, r"K (\d+) \(planted"),
+        "scaling_fit_growth_mb": _find(fit, r"growth (\d+) MB"),
+        "scaling_fit_growth_chunks": chunks,
+        "scaling_fit_growth_chunks_round": f"{float(chunks):.0f}",
+        "scaling_frames_per_second": f"{round(frames, -2):,}",
+        "scaling_blas_fraction": _find(fit, r"-> ([\d.]+) of the limit"),
+        "scaling_test_shift_1": f"{float(per_shift[0]):.1f}",
+        "scaling_test_shift_2": f"{float(per_shift[1]):.2f}",
+        "scaling_test_in_memory": f"{float(per_shift[2]):.1f}",
+        "scaling_test_speedup": _find(test, r"speed-up 1 -> 2 workers: ([\d.]+)x"),
+        "scaling_small_1": f"{float(small_runs[0]):.0f}",
+        "scaling_small_2": f"{float(small_runs[1]):.0f}",
+        "scaling_small_speedup": _find(small, r"speed-up 1 -> 2 workers: ([\d.]+)x"),
+    }
+
+
+def population():
+    """``studies/validation/population.py``: a 200-neuron modulator population."""
+    line = _find("population/large.txt", r"MICs\(rank=2, n_channels=1\): (\{.*?\})")
+    fit = dict(re.findall(r"'(\w+)': ([\w.]+)", line))
+    return {
+        "population_fit_seconds": f"{float(fit['seconds']):.1f}",
+        "population_fit_peak_gb": f"{float(fit['peak_mb']) / 1000:.2f}",
+    }
+
+
+def artifacts():
+    """``studies/validation/artifacts.py``: planted defects and the default fit."""
+    table = _markdown_table("artifacts/summary.md", "defect")
+    both = next(r for r in table if r["defect"] == "all")
+    rate = r"(\d+/\d+) = [\d.]+% \[([\d.]+), ([\d.]+)\]"
+    kept = re.match(rate, both["criterion 1 (kept or named)"])
+    cleaned = re.match(rate, both["cleaned: clean selection"])
+    return {
+        "artifacts_kept_or_named": kept.group(1),
+        "artifacts_cleaned": cleaned.group(1),
+        "artifacts_cleaned_ci": f"{cleaned.group(2)}-{float(cleaned.group(3)):g}%",
+    }
+
+
+def sparse_members():
+    """``studies/validation/sparse_members.py``: planted members found by the sparse fit."""
+    runs = [r for r in _rows("sparse_members/runs.csv") if r["method"] == "sparse"]
+    cells = {}
+    for r in runs:
+        key = (int(r["T"]), int(r["m"]), float(r["snr"]), r["role"])
+        cells.setdefault(key, []).append(r)
+
+    def means(where, kept=False):
+        out = []
+        for key, rows in cells.items():
+            if where(*key):
+                rows = [r for r in rows if r["channel_lost"] != "True"] if kept else rows
+                if rows:
+                    out.append(
+                        (
+                            sum(float(r["precision"]) for r in rows) / len(rows),
+                            sum(float(r["recall"]) for r in rows) / len(rows),
+                        )
+                    )
+        return [p for p, _ in out], [r for _, r in out]
+
+    def one(T, m, snr, role):
+        return m == 1 and role in ("source", "target")
+
+    def gating(T, m, snr, role):
+        return m == 50 and role == "modulator" and T >= 1000 and not (T == 1000 and snr == 0.1)
+
+    members_p, members_r = means(one)
+    gate_p, gate_r = means(gating)
+    kept_p, kept_r = means(
+        lambda T, m, snr, role: m == 50 and T >= 1000 and role in ("source", "target"), kept=True
+    )
+    return {
+        "sparse_members_precision": _span(members_p),
+        "sparse_members_recall": _span(members_r),
+        "sparse_members_kept": _span(kept_p + kept_r),
+        "sparse_gating_precision": _span(gate_p, "{:.2f}"),
+        "sparse_gating_recall": _span(gate_r, "{:.2f}"),
+    }
+
+
+def joint_step():
+    """``studies/performance/joint_step.py``: the profiled joint stage at p > T."""
+    text = _text("joint_step/README.md")
+    return {
+        "joint_fit_ratio": _find("joint_step/README.md", r"\(time ratio ([\d.]+), load"),
+        "joint_selection_ratio": re.search(
+            r"default selection at \w+: time ratio ([\d.]+)", text
+        ).group(1),
+    }
+
+
+def park2024():
+    """``studies/park2024_state_gating.py``: effect sizes, MDEs, controls, split by state."""
+    tests = [r for r in _rows("park2024/tests.csv") if r["analysis"] == "real"]
+    mde = {}  # session -> MDE, in the table's (time) order of sessions
+    for r in _rows("park2024/power.csv"):
+        mde[r["session"]] = float(r["mde"]) if r["mde"] else float("inf")
+    small = [v for v in mde.values() if v <= 0.005]
+    large = {s: v for s, v in mde.items() if v > 0.005}
+    summary = {r["quantity"]: r for r in _rows("park2024/summary.csv")}
+
+    def split(state, method):
+        return int(float(summary[f"split_by_state_significant[{state}, {method}]"]["value"]))
+
+    n = int(summary["split_by_state_significant[pupil, mics]"]["n"])
+    effects = [float(r["effect_size"]) for r in tests]
+    return {
+        "park_effect_low": _percent(min(effects)),
+        "park_effect_high": _percent(max(effects), 1) if max(effects) < -5e-5 else "0%",
+        "park_mde_small_n": {5: "five", 6: "six", 7: "seven"}.get(len(small), str(len(small))),
+        "park_mde_small_max": _percent(max(small)),
+        "park_mde_small_span": _span([100 * v for v in small], "{:.2g}") + "%",
+        "park_mde_large": " and ".join(_percent(v) for v in large.values()),
+        "park_mde_large_sessions": " and ".join(large),
+        "park_split_subspace_pupil": f"{split('pupil', 'split_subspace')}/{n}",
+        "park_split_mics_pupil": f"{split('pupil', 'mics')}/{n}",
+        "park_split_subspace_resid_pupil": f"{split('pupil', 'split_subspace_resid')}/{n}",
+    }
+
+
+def semedo2019():
+    """``studies/semedo2019_third_population.py``: the two forms of the modulator."""
+    summary = {r["quantity"]: r for r in _rows("semedo2019/summary.csv")}
+
+    def value(q):
+        return float(summary[q]["value"])
+
+    def ci(q):
+        lo, hi = re.findall(r"-?[\d.]+", summary[q]["detail"].split("CI")[1])[:2]
+        return float(lo), float(hi)
+
+    neurons, pcs = "V1 held-out neurons", "V1 held-out PCs"
+    power = _rows("semedo2019/power.csv")
+    top = max(100 * float(r["strength"]) for r in power)
+    at_top = [r for r in power if 100 * float(r["strength"]) == top]
+    found = {r["modulator"]: r["detections"] for r in at_top}
+    n_sims = at_top[0]["n_sims"]
+    n_lo, n_hi = ci(f"effect_size[{neurons}]")
+    p_lo, p_hi = ci(f"effect_size[{pcs}]")
+    return {
+        "semedo_p_pcs": f"{value(f'modulation_p[{pcs}]'):.3g}",
+        "semedo_p_holm_pcs": f"{value(f'modulation_p_holm[{pcs}]'):.2g}",
+        "semedo_p_neurons": f"{value(f'modulation_p[{neurons}]'):.3g}",
+        "semedo_effect_neurons": f"{100 * value(f'effect_size[{neurons}]'):#.2g}%",
+        "semedo_effect_neurons_ci": f"{_percent(n_lo)} to {_percent(n_hi, 1)}",
+        "semedo_effect_pcs": _percent(value(f"effect_size[{pcs}]"), 1),
+        "semedo_effect_pcs_ci": f"{_percent(p_lo)} to {_percent(p_hi)}",
+        "semedo_mde_pcs": _percent(value(f"mde[{pcs}]")),
+        "semedo_power_top": f"{top:.2g}%",
+        "semedo_power_pcs": f"{found[pcs]} of {n_sims}",
+        "semedo_power_neurons": f"{found[neurons]} of {n_sims}",
+    }
+
+
+SOURCES = (
+    trials,
+    channel_search,
+    penalties,
+    scaling,
+    population,
+    artifacts,
+    sparse_members,
+    joint_step,
+    park2024,
+    semedo2019,
+)
+
+
+def numbers() -> dict[str, str]:
+    """Every quoted figure by name, read now from the results files."""
+    out = {}
+    for source in SOURCES:
+        found = source()
+        clash = set(found) & set(out)
+        if clash:
+            raise ValueError(f"figures named twice: {sorted(clash)}")
+        out.update(found)
+    return out
+
+
+#: Passages written out in text that is also read outside Sphinx: the file and
+#: the passage, with ``{name}`` where a figure stands. Line breaks in the
+#: file count as spaces.
+QUOTES = (
+    (
+        "README.md",
+        "the default selection on a 2,000,000-frame zarr recording (p = 300, q = 100, m = 3, "
+        "3 GB) in {scaling_fit_seconds} s with the driver's memory growing by "
+        "{scaling_fit_growth_chunks_round} chunks; a modulation test at T = 20000 "
+        "{scaling_test_speedup}x faster on 2 workers than on 1 ({scaling_test_shift_2} s a "
+        "shift; the in-memory test {scaling_test_in_memory} s)",
+    ),
+    (
+        "docs/tutorials/park_study.md",
+        "changes {park_channel_search_changed} of the study's {park_channel_search_tests} "
+        "statistics",
+    ),
+    (
+        "docs/tutorials/park_study.md",
+        "between {park_effect_low} and {park_effect_high} of the held-out target variance. In "
+        "{park_mde_small_n} of the seven sessions a channel carrying {park_mde_small_max} of "
+        "the target variance or less would have been found 80% of the time (MDE "
+        "{park_mde_small_span})",
+    ),
+    (
+        "docs/tutorials/park_study.md",
+        "in {park_mde_large_sessions} it takes about 1% (MDE {park_mde_large})",
+    ),
+    (
+        "docs/tutorials/park_study.md",
+        "(the subspace statistic in {park_split_subspace_pupil} sessions against "
+        "{park_split_mics_pupil})",
+    ),
+    (
+        "docs/tutorials/park_study.md",
+        "it still rejects in {park_split_subspace_resid_pupil} here",
+    ),
+    (
+        "docs/tutorials/semedo_study.md",
+        "The three held-out PCs pass the test (p = {semedo_p_pcs}, {semedo_p_holm_pcs} after a "
+        "Holm correction over the two forms); all 31 held-out neurons do not (p = "
+        "{semedo_p_neurons})",
+    ),
+    (
+        "docs/tutorials/semedo_study.md",
+        "one channel explains {semedo_effect_neurons} of the held-out V2 variance with the "
+        "neurons (interval {semedo_effect_neurons_ci}, below zero) and {semedo_effect_pcs} with "
+        "the PCs ({semedo_effect_pcs_ci})",
+    ),
+    (
+        "docs/tutorials/semedo_study.md",
+        "With the three PCs a planted channel carrying {semedo_power_top} of V2's variance is "
+        "found in {semedo_power_pcs} planted data sets (minimum detectable effect "
+        "{semedo_mde_pcs}); with all 31 neurons in {semedo_power_neurons}",
+    ),
+)
