@@ -174,20 +174,32 @@ def read_markdown_table(text, first_header):
 def improvement(estimator, X, Y, Z, groups):
     """The statistic of :func:`mics.test_modulation` on the real alignment, and its model.
 
-    As the test does: the additive effect of ``Z`` (and an intercept) is
-    regressed out of ``Y``, the estimator selects K by cross-validation, and
-    the statistic is the best CV improvement of a model with channels over K = 0.
+    As the test does with its defaults: the reduced model (the modulator's
+    piecewise-linear additive effect, a quadratic and drifting map of the
+    source's leading communicated components) is regressed out of ``Y``, the
+    estimator selects K by cross-validation on what is left, and the
+    statistic is the best CV improvement of a model with channels over K = 0.
 
     Returns
     -------
     statistic : float
     model : fitted MICs (``rank_``, ``n_channels_`` of the selection)
     """
-    Z2 = np.asarray(Z, dtype=float).reshape(len(Z), -1)
-    design = np.column_stack([np.ones(len(Z2)), Z2])
-    Y = np.asarray(Y, dtype=float)
-    Y = Y - design @ np.linalg.lstsq(design, Y, rcond=None)[0]
-    model = quiet_fit(clone(estimator).set_params(n_channels=None), X, Y, Z, groups)
+    from mics.data.problem import make_problem
+    from mics.workflows.inference import reduced_problem
+
+    problem = make_problem(X, Y, Z, groups=groups).unlabelled()
+    reduced = reduced_problem(
+        estimator,
+        problem,
+        additive="nonlinear",
+        source_map="quadratic",
+        condition_on=("source", "drift"),
+        drift_df=5,
+    )
+    with warnings.catch_warnings(), threadpool_limits(1):
+        warnings.simplefilter("ignore")
+        model = clone(estimator).set_params(n_channels=None).fit_problem(reduced.problem)
     loss = model.cv_results_["n_channels_mean_loss"]
     return float(loss[0] - np.min(loss[1:])), model
 
