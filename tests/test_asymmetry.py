@@ -367,3 +367,26 @@ def test_reconfiguration_gates_asymmetry_on_the_modulation_test():
     adj = power.adjusted_p_values
     assert adj["asymmetry"] >= adj["modulation"] and adj["target_stable"] >= adj["modulation"]
     assert "reconfigures source patterns" in power.summary()
+
+
+@pytest.mark.slow
+def test_no_lean_to_the_larger_population():
+    # One channel inside both baseline subspaces (both private shares 0) with
+    # 60 source and 15 target neurons: the earlier bootstrap interval called it
+    # asymmetric in 20/20 data sets (issue 46). Chance-corrected, at most 4 of
+    # 20 rejections at 0.05 (probability 0.016 for an exact test).
+    assert stats.binom.sf(4, 20, 0.05) < 0.02
+    rejections = 0
+    for seed in range(20):
+        X, Y, Z, _ = mics.simulate(
+            n_samples=1500, n_source=60, n_target=15, rank=2, n_channels=1,
+            geometry="reshape", modulation_snr=0.3, random_state=seed,
+        )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = mics.MICs(rank=2, n_channels=1, n_init=1, tol=1e-5, verbose=0,
+                              random_state=0).fit(X, Y, Z)  # fmt: skip
+            res = mics.asymmetry(model, X, Y, Z, n_boot=20, random_state=seed)
+        assert float(res.difference_observed) > 0  # the fitted shares do lean
+        rejections += float(res.p_value) <= 0.05
+    assert rejections <= 4

@@ -44,7 +44,7 @@ OUT = HERE.parents[1] / "results" / "power_prediction"
 N_PERM = 19
 EST = dict(cv=5, max_channels=2, n_init=1, max_iter=100, tol=1e-5, verbose=0, random_state=0)
 DRIVES = (0.3, 0.0)
-GATES = (0.01, 0.025)  # gate SNRs of the fresh data sets
+GATES = (0.003, 0.01, 0.025)  # gate SNRs of the fresh data sets
 KEY = ("kind", "drive", "gate", "seed")
 FIELDS = KEY + ("strength", "p_value", "gate_fraction", "seconds")
 
