@@ -11,7 +11,10 @@ declines with it. A conditional null (Berrett, Wang, Barber & Samworth
 2020, JRSS-B) keeps them: the modulator is split into its prediction from
 the nuisance variables (a smooth function of session time and a ridge
 regression on the source) and a residual, and only the residual is
-permuted or shifted.
+permuted or shifted. The reduced model of the test uses the helpers here
+too: hinges of each modulator (a piecewise-linear additive effect) and the
+products of the source's leading communicated components (a quadratic,
+drifting source -> target map).
 
 Everything here works on cross-products ``A^T A`` of ``A = [G, X, Z]``
 (``G`` the drift basis), total and per held-out fold, so that any backend
@@ -83,8 +86,9 @@ def source_terms(components, basis=None):
     Returns
     -------
     list of arrays of shape (n_samples, 1)
-        Products ``u_i u_j`` (``i <= j``): a quadratic map; with ``basis``,
-        ``b_l u_i``: coupling that drifts over the session.
+        Products ``u_i u_j`` (``i <= j``): a quadratic map; then, with
+        ``basis``, ``b_l u_i``: a linear map that drifts over the session (the
+        B-splines sum to one, so these also span the components themselves).
     """
     k = components.shape[1]
     pairs = [(i, j) for i in range(k) for j in range(i, k)]
