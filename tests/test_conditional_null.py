@@ -96,9 +96,10 @@ def test_conditional_ridge_matches_a_direct_fit():
     assert_allclose(fitted, direct, atol=1e-9)
     assert fit.alpha == 0.3
     # the drift's share: adjusted R^2 of Z on the basis (units: the samples here)
+    # pooled over the modulator's columns, each in units of its own spread
     Zc = Z - Z.mean(axis=0)
     k = np.linalg.matrix_rank(G) - 1
-    r2 = 1 - (Zr**2).sum() / (Zc**2).sum()
+    r2 = 1 - ((Zr / Zc.std(axis=0)) ** 2).sum() / ((Zc / Zc.std(axis=0)) ** 2).sum()
     assert_allclose(fit.r2_drift, 1 - (1 - r2) * (n - 1) / (n - k - 1), rtol=1e-8)
     assert 0.5 < fit.r2_source < 1  # the source predicts most of what the drift leaves
 

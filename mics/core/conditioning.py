@@ -216,8 +216,9 @@ class ConditionalFit:
         training samples), chosen on the folds; NaN without the source.
     r2_drift : float
         Share of the modulator's variance that the drift basis explains
-        (pooled over modulator columns; in sample, adjusted for the basis's
-        degrees of freedom counted in trials; 0 without drift).
+        (pooled over the modulator columns, each in units of its spread; in
+        sample, adjusted for the basis's degrees of freedom counted in trials;
+        0 without drift).
     r2_source : float
         Cross-validated share of the variance left by the drift basis that the
         source predicts on top (0 without the source).
@@ -340,6 +341,14 @@ def conditional_ridge(
     """
     g, p = int(n_basis), int(n_source)
     alphas = np.logspace(-6, 1, 15) if alphas is None else np.asarray(alphas, dtype=float)
+    # Each modulator column in units of its own spread: the penalty chosen and
+    # the R^2s reported then weigh the columns alike, whatever their units.
+    spread = np.diag(total)[g + p :] - total[0, g + p :] ** 2 / n_total
+    spread = np.sqrt(np.maximum(spread, 0.0) / n_total)
+    spread = np.where(spread > 1e-12 * max(spread.max(initial=0.0), 1e-300), spread, 1.0)
+    unit = np.concatenate([np.ones(g + p), 1.0 / spread])
+    total = total * np.outer(unit, unit)
+    folds = [(S * np.outer(unit, unit), n) for S, n in folds]
     basis_pinv = linalg.pinvh(total[:g, :g])
     Gamma = basis_pinv @ total[:g, g:]  # basis -> [X, Z]
     R = _residual_products(total, Gamma, g)
@@ -383,7 +392,8 @@ def conditional_ridge(
         coef_source = next(_ridge_path(R[:p, :p], R[:p, p:], n_total, [alpha]))
         held_out = float(np.sum(errors[:, best] * [n for _, n in folds]))
         r2_source = 1.0 - held_out / base if base > 0 else 0.0
-    coef_drift = Gamma[:, p:] - Gamma[:, :p] @ coef_source
+    coef_drift = (Gamma[:, p:] - Gamma[:, :p] @ coef_source) * spread
+    coef_source = coef_source * spread
     ridge = _ridge_operator(R[:p, :p], n_total, alpha) if use_source and p else None
     operator = (basis_pinv, Gamma[:, :p], ridge)
     return ConditionalFit(

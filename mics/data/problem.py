@@ -262,6 +262,10 @@ class Problem:
             return self.X
         return self._with_trial_means()
 
+    def target_sum_of_squares(self):  # pragma: no cover - abstract
+        """``sum(Y ** 2)`` (of a residualised target: its residual sum of squares)."""
+        raise NotImplementedError
+
     def _source_target_sums(self):
         """Sums of the source and target (``RawLinearMoments``-like: ``n``, ``sx``, ``Sxx``...)."""
         total, _ = self.fold_moments(None, interaction=False)
@@ -332,6 +336,9 @@ class ArrayProblem(Problem):
         else:
             total = compute_moments(X, Y, Z, shifts=shifts, interaction=interaction)
         return total, folds
+
+    def target_sum_of_squares(self):
+        return float(np.sum(np.asarray(self.Y, dtype=np.float64) ** 2))
 
     def residualized(self, nonlinear=False, extra=None):
         from mics.core.conditioning import hinge_knots, modulator_hinges
@@ -415,6 +422,12 @@ class ChunkedProblem(Problem):
 
         return xy_fold_moments(self.X, self.Y, splits)
 
+    def target_sum_of_squares(self):
+        from mics.data.chunked import _compute
+
+        (total,) = _compute((self.Y.astype(np.float64) ** 2).sum())  # unoptimised: see chunked
+        return float(total)
+
     def residualized(self, nonlinear=False, extra=None):
         import dask.array as da
 
@@ -453,14 +466,15 @@ class ChunkedProblem(Problem):
         return with_trial_means(self.X, *_trial_codes(self.groups))
 
     def _cross_products(self, G, S, splits):
-        import dask
         import dask.array as da
+
+        from mics.data.chunked import _compute
 
         chunks = (self.X.chunks[0], G.shape[1])
         parts = [da.from_array(G, chunks=chunks), self.Z]
         A = da.concatenate(parts if S is None else [parts[0], S, parts[1]], axis=1)
         products = [A[test].T @ A[test] for _, test in splits]
-        total, *folds = dask.compute(A.T @ A, *products)
+        total, *folds = _compute(A.T @ A, *products)  # unoptimised: see chunked
         return np.asarray(total), [
             (np.asarray(f), len(t)) for f, (_, t) in zip(folds, splits, strict=True)
         ]

@@ -21,6 +21,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 from tqdm import tqdm
 
+from mics.core.linalg import single_blas_thread
 from mics.data.folds import (
     trial_bootstrap_indices,
     trial_permutation_indices,
@@ -446,25 +447,17 @@ def test_modulation(
     null = check_null(null, recorded.groups)
     if null == "circular":
         min_shift = check_min_shift(min_shift, recorded.n_samples)
-    reduced = reduced_problem(
-        estimator,
-        recorded,
-        additive=additive,
-        source_map=source_map,
-        condition_on=condition_on,
-        drift_df=drift_df,
-    )
-    observed, outcome = _improvement(gain_params(estimator), reduced.problem)
-    # once, about the user's own selection (not once per null fit)
-    warn_fold_outliers(outcome.cv_results)
-    fixed = gain_params(estimator, rank=outcome.rank)
-    variants = null_variants(
-        reduced, null, rng, n_permutations, min_shift=min_shift, conditions=conditions
-    )
-    null_dist, capped = _null_distribution(
-        fixed, reduced.problem, variants.problems, observed, n_permutations, stop_after,
-        n_jobs, verbose,
-    )  # fmt: skip
+    # The reduced model, the null variants' residualisations and refits run
+    # here while worker processes fit the null data sets: one BLAS thread, as
+    # the fits use (small products gain nothing from threads, and threads
+    # competing with the workers slowed them tenfold).
+    with single_blas_thread():
+        observed, outcome, reduced, null_dist, capped, variants, fixed = _observed_and_null(
+            estimator, recorded, rng, null=null, n_permutations=n_permutations,
+            min_shift=min_shift, conditions=conditions, stop_after=stop_after, n_jobs=n_jobs,
+            verbose=verbose, additive=additive, source_map=source_map,
+            condition_on=condition_on, drift_df=drift_df,
+        )  # fmt: skip
     n_capped = _n_capped(outcome) + capped
     if n_capped:
         warnings.warn(
@@ -587,8 +580,7 @@ def reduced_problem(estimator, problem, *, additive, source_map, condition_on, d
 
 def _adjusted_r2(before, after, k):
     """``1 - RSS_after / RSS_before`` of the targets, adjusted for ``k`` columns (in trials)."""
-    rss_before = float(np.sum(np.asarray(before.Y, dtype=float) ** 2))
-    rss_after = float(np.sum(np.asarray(after.Y, dtype=float) ** 2))
+    rss_before, rss_after = before.target_sum_of_squares(), after.target_sum_of_squares()
     units = before.n_samples if before.groups is None else int(np.unique(before.groups).size)
     if rss_before <= 0 or units <= k + 1:
         return np.nan
@@ -626,6 +618,32 @@ def null_variants(reduced, null, rng, n_permutations, *, min_shift=None, conditi
     perms = np.array([groups[i[starts]] for i in idxs]).reshape(n_permutations, -1)
     problems = (reduced.reduce(problem.permuted(i)) for i in idxs)
     return NullVariants(problems, np.zeros(0, dtype=int), perms)
+
+
+def _observed_and_null(estimator, recorded, rng, *, null, n_permutations, min_shift,
+                       conditions, stop_after, n_jobs, verbose, additive, source_map,
+                       condition_on, drift_df):  # fmt: skip
+    """The observed statistic and its selection, then the null's (the test's core)."""
+    reduced = reduced_problem(
+        estimator,
+        recorded,
+        additive=additive,
+        source_map=source_map,
+        condition_on=condition_on,
+        drift_df=drift_df,
+    )
+    observed, outcome = _improvement(gain_params(estimator), reduced.problem)
+    # once, about the user's own selection (not once per null fit)
+    warn_fold_outliers(outcome.cv_results)
+    fixed = gain_params(estimator, rank=outcome.rank)
+    variants = null_variants(
+        reduced, null, rng, n_permutations, min_shift=min_shift, conditions=conditions
+    )
+    null_dist, capped = _null_distribution(
+        fixed, reduced.problem, variants.problems, observed, n_permutations, stop_after,
+        n_jobs, verbose,
+    )  # fmt: skip
+    return observed, outcome, reduced, null_dist, capped, variants, fixed
 
 
 def _null_distribution(fixed, problem, variants, observed, n_permutations, stop_after, n_jobs,
@@ -1060,9 +1078,7 @@ def check_condition_on(condition_on):
     names = tuple(condition_on)
     unknown = [c for c in names if c not in ("source", "drift")]
     if unknown:
-        raise ValueError(
-            f"condition_on takes 'source' and/or 'drift' (or None), got {unknown!r}."
-        )
+        raise ValueError(f"condition_on takes 'source' and/or 'drift' (or None), got {unknown!r}.")
     return tuple(c for c in ("source", "drift") if c in names)
 
 
