@@ -74,6 +74,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 from scipy import stats
+from sklearn.base import clone
 from tqdm import tqdm
 
 import mics
@@ -203,7 +204,10 @@ def run_test(
     extra = dict(test=res) if donor is sess else {}
     if n_boot and donor is sess:
         k = max(res.n_channels, 1)
-        model = tools.quiet_fit(fixed.set_params(n_channels=k), X, Y, Z, groups)
+        # The geometry is the recording's own: its baseline rank selected on
+        # the data (the test's reduced model has the communication regressed out).
+        model = tools.quiet_fit(clone(fixed).set_params(rank=None, n_channels=k), X, Y, Z, groups)
+        row["baseline_rank"] = model.rank_
         boot = mics.bootstrap_channels(
             model,
             X,
@@ -230,6 +234,7 @@ def run_test(
                     n_boot=n_boot,
                 )
             )
+        extra["baseline_rank"] = model.rank_
         if model.rank_ > 0:  # with no baseline subspace every channel is "new"
             extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot, test=res)
     return row, null, decomp, extra
@@ -292,12 +297,6 @@ def split_statistics(sessions, modsets, n_splits, seed, search="grid"):
     return pd.DataFrame(rows)
 
 
-RANK0_ASYMMETRY = (
-    "undefined: the selected baseline rank is 0 (no communication subspace), so every "
-    "channel is a new interaction and neither side can be reconfigured"
-)
-
-
 def asymmetry_table(tests, extras):
     """Asymmetry of every real test (``mics.asymmetry(..., test=...)``); ``reported`` marks
     the defined ones (the test rejected at 0.05 with a channel selected)."""
@@ -312,7 +311,7 @@ def asymmetry_table(tests, extras):
             modulators=row.modulators,
             p_value=row.p_value,
             p_holm_set=row.p_holm_set,
-            rank=int(row["rank"]),
+            rank=extra.get("baseline_rank", -1),
             criterion=criterion,
             reported=bool(sig),
         )
@@ -320,7 +319,7 @@ def asymmetry_table(tests, extras):
             a = extra["asymmetry"]
             rows.append(dict(base, **tools.asymmetry_fields(a), sentence=summarize_asymmetry(a)))
         elif "test" in extra and base["rank"] == 0:
-            rows.append(dict(base, sentence=RANK0_ASYMMETRY))
+            rows.append(dict(base, sentence=tools.RANK0_ASYMMETRY))
     return pd.DataFrame(rows)
 
 
@@ -482,7 +481,7 @@ def summarize(tests, nulls, asym=None, power=None, states=None):
                 value=len(rep),
                 n=len(asym),
                 detail=f"criterion: {asym.criterion.iloc[0]}; interval excludes 0 in "
-                f"{int(np.sum(rep.asymmetry_p < ALPHA))}",
+                f"{int(np.sum(rep.get('asymmetry_p', pd.Series(dtype=float)) < ALPHA))}",
             )
         )
     if states is not None and len(states):

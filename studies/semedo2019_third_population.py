@@ -61,6 +61,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import io as sio
+from sklearn.base import clone
 from tqdm import tqdm
 
 import mics
@@ -163,7 +164,10 @@ def run_test(
     extra = dict(test=res) if label == "real" else {}
     if n_boot:
         k = max(res.n_channels, 1)
-        model = tools.quiet_fit(fixed.set_params(n_channels=k), X, Y, Z, groups)
+        # The geometry is the recording's own: its baseline rank selected on
+        # the data (the test's reduced model has the communication regressed out).
+        model = tools.quiet_fit(clone(fixed).set_params(rank=None, n_channels=k), X, Y, Z, groups)
+        row["baseline_rank"] = model.rank_
         boot = mics.bootstrap_channels(
             model, X, Y, Z, n_boot=n_boot, groups=groups, n_jobs=n_jobs, verbose=0,
             random_state=seed,
@@ -182,6 +186,7 @@ def run_test(
                     n_boot=n_boot,
                 )
             )
+        extra["baseline_rank"] = model.rank_
         if model.rank_ > 0:  # with no baseline subspace every channel is "new"
             extra["asymmetry"] = mics.asymmetry(model, bootstrap=boot, test=res)
     return row, null, decomp, extra
@@ -478,21 +483,20 @@ def asymmetry_table(tests, extras):
     criterion = "defined where the modulation test rejects at 0.05 with K >= 1"
     rows = []
     for _, row in real.iterrows():
-        if "asymmetry" not in extras.get(row.modulator, {}):
-            continue
-        a = extras[row.modulator]["asymmetry"]
-        sig = a.attrs["status"] == "tested"
-        rows.append(
-            dict(
-                modulator=row.modulator,
-                p_value=row.p_value,
-                p_holm=row.p_holm,
-                criterion=criterion,
-                reported=bool(sig),
-                **tools.asymmetry_fields(a),
-                sentence=summarize_asymmetry(a),
-            )
+        extra = extras.get(row.modulator, {})
+        base = dict(
+            modulator=row.modulator,
+            p_value=row.p_value,
+            p_holm=row.p_holm,
+            rank=extra.get("baseline_rank", -1),
+            criterion=criterion,
+            reported="asymmetry" in extra and extra["asymmetry"].attrs["status"] == "tested",
         )
+        if "asymmetry" in extra:
+            a = extra["asymmetry"]
+            rows.append(dict(base, **tools.asymmetry_fields(a), sentence=summarize_asymmetry(a)))
+        elif base["rank"] == 0:
+            rows.append(dict(base, sentence=tools.RANK0_ASYMMETRY))
     return pd.DataFrame(rows)
 
 

@@ -294,6 +294,12 @@ def mde_words(rows):
     return f"{head} (detections {cells})"
 
 
+RANK0_ASYMMETRY = (
+    "undefined: the selected baseline rank is 0 (no communication subspace), so every "
+    "channel is a new interaction and neither side can be reconfigured"
+)
+
+
 def asymmetry_fields(asym):
     """The source-minus-target asymmetry (``mics.asymmetry``) as table columns."""
     lo, hi = (float(v) for v in asym["difference_interval"].values)

@@ -109,6 +109,13 @@ def results(data, selected, sparse):
             *data, strengths=(0.0, 0.3), n_sims=2, n_permutations=4, random_state=0, verbose=0,
         )  # fmt: skip
     X, Y, Z = data
+    # one artifact frame in both populations, one modulator glitch
+    Xa, Ya, Za = (np.array(a.values) for a in data)
+    Xa[300] += 40 * Xa.std(axis=0)
+    Ya[300] += 40 * Ya.std(axis=0)
+    Za[600, 0] += 50 * Za[:, 0].std()
+    artifacts = mics.preprocessing.find_artifacts(Xa, Ya, Za)
+    assert artifacts.frames["X"] is not None and 300 in np.asarray(artifacts.frames["X"])
     scan = mics.lag_scan(X, Y, Z, lags=range(-2, 3), ranks=range(4), cv=3, fs=10.0, verbose=0)
     return {
         "test": test,
@@ -117,6 +124,7 @@ def results(data, selected, sparse):
         "stability": stability,
         "power": power,
         "scan": scan,
+        "artifacts": artifacts,
     }
 
 
@@ -152,6 +160,7 @@ DRAWINGS = {
     "plot_members_fov": lambda f: plotting.plot_members_fov(f["sparse"]),
     "plot_member_biplot": lambda f: plotting.plot_member_biplot(f["sparse"]),
     "plot_sparsity_path": lambda f: plotting.plot_sparsity_path(f["sparse"]),
+    "plot_artifacts": lambda f: plotting.plot_artifacts(f["artifacts"]),
 }
 
 

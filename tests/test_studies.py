@@ -202,10 +202,7 @@ def test_park_study_end_to_end(data_dir, tmp_path):
     _check_split(states)
     asym = pd.read_csv(tmp_path / "asymmetry.csv")
     assert len(asym) == len(real) and asym.n_boot.le(2).all()
-    assert np.all(asym.difference_low <= asym.difference_high)
-    np.testing.assert_allclose(
-        asym.difference, asym.fraction_private_source - asym.fraction_private_target
-    )
+    _check_asymmetry(asym, real)
     # the CSVs hold the numbers the study returned
     written = pd.read_csv(tmp_path / "tests.csv")
     np.testing.assert_allclose(written.p_value, tests.p_value.to_numpy(), rtol=1e-12)
@@ -251,6 +248,7 @@ def test_semedo_study_end_to_end(data_dir, tmp_path):
     _check_split(states)
     asym = pd.read_csv(tmp_path / "asymmetry.csv")
     assert list(asym.modulator) == list(real.modulator)
+    _check_asymmetry(asym, real)
     written = pd.read_csv(tmp_path / "tests.csv")
     np.testing.assert_allclose(written.p_value, tests.p_value.to_numpy(), rtol=1e-12)
     chosen = pd.read_csv(tmp_path / "subspaces.csv").query("selected").set_index("target")
@@ -294,3 +292,21 @@ def test_compare_tests_counts_changed_statistics_and_p_values():
     # the tables must hold the same tests in the same order
     with pytest.raises(ValueError, match="different tests"):
         compare_tests.compare(old, new.iloc[::-1].reset_index(drop=True))
+
+
+def _check_asymmetry(asym, real):
+    """Defined (tested, with an interval) exactly where the real test rejected at 0.05."""
+    assert len(asym) == len(real)
+    status = asym.status if "status" in asym else pd.Series([""] * len(asym))
+    tested = (status == "tested").to_numpy()
+    np.testing.assert_array_equal(tested, asym.reported)
+    assert np.all(asym.p_value[tested] <= 0.05)
+    assert np.all((asym.p_value[~tested] > 0.05) | (asym["rank"][~tested] == 0))
+    defined = asym[tested]
+    assert np.all(defined.difference_low <= defined.difference_high)
+    np.testing.assert_allclose(
+        defined.difference_fitted,
+        defined.fraction_private_source - defined.fraction_private_target,
+    )
+    if "asymmetry_p" in asym:
+        assert asym.asymmetry_p[~tested].isna().all()
