@@ -1,7 +1,7 @@
 """Golden values: results of the code at one commit, frozen.
 
 ``tests/golden/*.npz`` were written by ``tests/golden/make_golden.py`` from
-commit 2d73b1c (its docstring says how to regenerate them, and their
+commit f9fe0bf (its docstring says how to regenerate them, and their
 history: first frozen at ca89bfb before the subpackage restructure, which
 reproduced them bit for bit). Each test recomputes one group with the case function of that script
 (public API only: ``mics.MICs``, ``mics.test_modulation``, ...) and compares
@@ -10,10 +10,12 @@ it with the file, key by key.
 Tolerance, by the issue's rule ("bitwise where they are bitwise today,
 otherwise to 1e-12 relative"): every group was generated twice, and every
 Dask group also on 1 and 2 distributed worker processes; all of them gave
-the same bits every time, so every group is compared bit for bit (dtype and
-shape included). ``NOT_BITWISE`` would list a group found to vary from run
-to run, with the absolute tolerance added to ``rtol=1e-12`` for it; it is
-empty. Bits are those of this machine's NumPy/OpenBLAS: the cases run with
+the same bits every time, except the two Dask groups of the modulation test
+on worker processes (its conditional null, issue 45, sums Dask matrix
+products whose blocks can arrive misaligned: 2.5e-14 of the largest value at
+most). ``NOT_BITWISE`` lists those two, with the absolute tolerance added to
+``rtol=1e-12`` for them; every other group is compared bit for bit (dtype and
+shape included). Bits are those of this machine's NumPy/OpenBLAS: the cases run with
 BLAS on one thread (with two threads the two real-data fits move by ~4e-15),
 so the number of cores does not matter, but another BLAS or CPU may.
 
@@ -50,8 +52,16 @@ def _generator():
 
 gen = _generator()
 
-# group -> atol (with rtol=1e-12) for groups that are not bitwise run to run: none.
-NOT_BITWISE: dict[str, float] = {}
+# group -> atol (with rtol=1e-12) for groups that are not bitwise across schedulers.
+# The conditional null's cross-products, trial means and refits of the null
+# residual are Dask matrix products: on worker processes a block can arrive at
+# any byte, NumPy then sums it in another order, and the test's statistics
+# moved by up to 2.5e-14 of their largest value (1 or 2 workers against the
+# synchronous scheduler; every other Dask group stays bitwise).
+NOT_BITWISE: dict[str, float] = {
+    "modulation_circular_chunked": 1e-13,
+    "modulation_trial_chunked": 1e-13,
+}
 
 
 def assert_golden(name, got):
