@@ -36,6 +36,11 @@ __all__ = [
 # Singular values below this fraction of the largest mark a column as a
 # linear combination of the others.
 _RANK_TOL = 1e-10
+# Beyond this many clusters the Satterthwaite degrees of freedom are not
+# computed (they need n_clusters x n_columns x n_tested numbers) and G - 1 is
+# used: with that many clusters Student's t is the normal distribution to the
+# third decimal of a p-value, and the correction matters with few clusters.
+_MAX_DOF_CLUSTERS = 100
 # A cluster whose leverage reaches 1 (a block that the design fits exactly)
 # carries no residual information; the CR2 factor is capped there.
 _MAX_LEVERAGE = 1.0 - 1e-8
@@ -57,7 +62,9 @@ class ClusteredFit:
         Two-sided, from Student's t with ``dof`` degrees of freedom.
     dof : ndarray of shape (n_tested,)
         Bell-McCaffrey (Satterthwaite) degrees of freedom of each tested
-        coefficient's CR2 variance, at most ``n_clusters - 1``.
+        coefficient's CR2 variance with at most 100 clusters; ``n_clusters -
+        1`` with more (Student's t is then the normal distribution to the
+        precision of a p-value).
     n_clusters : int
     n_columns : int
         Independent columns of the whole design (controls and tested).
@@ -104,6 +111,19 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
     clusters : array-like of shape (n_samples,)
         Cluster label of every sample (trial, or contiguous block of time):
         errors may be correlated within a cluster, not between clusters.
+        Samples of a cluster must be consecutive and in time order when
+        ``autocorrelation`` is used.
+    autocorrelation : float in [0, 1), default=0.0
+        Lag-1 autocorrelation ``rho`` of the errors within clusters. When
+        positive, every column and the response are prewhitened first by
+        the Prais-Winsten transform (``v_t - rho v_(t-1)``, the first sample
+        of each cluster times ``sqrt(1 - rho^2)``), which leaves the
+        coefficients' meaning unchanged and removes an AR(1) error's
+        autocorrelation; the cluster-robust errors cover what remains. With
+        hundreds of autocorrelated regressors CR2 alone understates the
+        variance (about 10% in the t statistic's spread at ``rho = 0.8``), as
+        its leverage correction assumes independent errors. Estimate ``rho``
+        from out-of-sample residuals (:func:`residual_autocorrelation`).
 
     Returns
     -------
@@ -179,8 +199,9 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
     order = np.argsort(codes, kind="stable")
     bounds = np.flatnonzero(np.diff(codes[order])) + 1
     meat = np.zeros((W.shape[1], Y.shape[1]))
+    satterthwaite = G <= _MAX_DOF_CLUSTERS
     norms = np.zeros((G, W.shape[1]))
-    proj_w = np.zeros((G, Q.shape[1], W.shape[1]))
+    proj_w = np.zeros((G, Q.shape[1], W.shape[1]) if satterthwaite else (0, 0, 0))
     for g, idx in enumerate(np.split(order, bounds)):
         Qg = Q[idx]
         # CR2: (I - Q_g Q_g^T)^(-1/2), applied through the SVD of Q_g
@@ -192,12 +213,16 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
 
         vg = adjust(weights[idx])  # (n_g, n_tested)
         meat += (vg.T @ resid[idx]) ** 2
-        norms[g] = np.sum(vg**2, axis=0)
-        proj_w[g] = Qg.T @ vg
+        if satterthwaite:
+            norms[g] = np.sum(vg**2, axis=0)
+            proj_w[g] = Qg.T @ vg
     std_error = np.sqrt(meat)
     with np.errstate(divide="ignore", invalid="ignore"):
         statistic = np.where(std_error > 0, estimate / std_error, 0.0)
-    dof = _bell_mccaffrey_dof(norms, proj_w)
+    if satterthwaite:
+        dof = _bell_mccaffrey_dof(norms, proj_w)
+    else:
+        dof = np.full(W.shape[1], float(G - 1))
     p_value = 2.0 * stats.t.sf(np.abs(statistic), dof[:, None])
     return ClusteredFit(
         estimate=estimate,

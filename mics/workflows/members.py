@@ -219,34 +219,43 @@ class MemberNeurons:
         mask = self.dataset[f"{role}_members"].isel(channel=channel)
         return np.asarray(mask[role].values)[np.asarray(mask, dtype=bool)]
 
-    def at(self, fdr):
-        """The same tests with the lists drawn at another false-discovery rate.
+    def at(self, fdr, method=None):
+        """The same tests with the lists drawn at another rate (or by the other method).
 
         Parameters
         ----------
         fdr : float in (0, 1)
+        method : {"by", "bh"}, optional
+            Default: this result's method.
 
         Returns
         -------
         MemberNeurons
-            The p-values are those of this result; lists, q-values and the
-            channel verdicts are recomputed at ``fdr``.
+            The p-values are those of this result; the lists, q-values,
+            channel verdicts and guarantees are those at ``fdr`` by ``method``.
         """
         check_fraction(fdr, "fdr")
         ds = self.dataset.copy(deep=True)
         a = ds.attrs
+        method = a["method"] if method is None else method
+        if method not in _METHODS:
+            raise ValueError(f"method must be one of {tuple(_METHODS)}, got {method!r}.")
         tables = {
             role: {key: np.asarray(ds[f"{role}_{key}"]).copy() for key in _TABLE_KEYS}
             for role in _ROLES
         }
         channel = {"p_value": np.asarray(ds["channel_p_value"])}
-        _select(tables, channel, fdr, a["method"], ds.sizes["modulator"])
+        m = ds.sizes["modulator"]
+        _select(tables, channel, fdr, method, m)
         for role in _ROLES:
             for key in ("members", "q_value"):
                 ds[f"{role}_{key}"].values = tables[role][key]
             ds[f"{role}_n_members"].values = tables[role]["members"].sum(axis=0)
         ds["channel_named"].values = channel["named"]
         ds.attrs["fdr"] = float(fdr)
+        ds.attrs["method"] = method
+        for role in _ROLES:
+            ds.attrs[f"guarantee_{role}"] = guarantee(role, method, m, a["controls"])
         return MemberNeurons(ds)
 
     def table(self):
