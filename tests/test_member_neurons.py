@@ -116,8 +116,9 @@ def test_labelled_inputs_and_the_member_table(planted):
     X, Y, Z, truth, _, _ = planted
     src = [f"s{i}" for i in range(X.shape[1])]
     Xl = xr.DataArray(X, dims=("time", "neuron"), coords={"neuron": src})
-    Yl = xr.DataArray(Y, dims=("time", "neuron"), coords={"neuron": [f"t{j}" for j in
-                                                                     range(Y.shape[1])]})
+    Yl = xr.DataArray(
+        Y, dims=("time", "neuron"), coords={"neuron": [f"t{j}" for j in range(Y.shape[1])]}
+    )
     Zl = xr.DataArray(Z, dims=("time", "modulator"), coords={"modulator": ["speed"]})
     model = _fit(Xl, Yl, Zl)
     res = mics.member_neurons(model, Xl, Yl, Zl, n_folds=3, verbose=0, random_state=0)
