@@ -185,3 +185,31 @@ def test_fdr_select_is_benjamini_hochberg_and_yekutieli():
         fdr_select(p, 0.05, "holm")
     with pytest.raises(ValueError, match="fdr"):
         fdr_select(p, 1.5)
+
+
+def test_joint_wald_test_is_the_cr2_quadratic_form_and_blind_to_signs():
+    rng = np.random.default_rng(7)
+    n, G = 150, 15
+    codes = np.repeat(np.arange(G), n // G)
+    C = np.column_stack([np.ones(n), rng.standard_normal((n, 2))])
+    W = rng.standard_normal((n, 3))
+    y = 0.2 * W[:, 1] + rng.standard_normal(n)
+    fit = clustered_ols(C, W, y, codes, joint=True)
+    # the CR2 covariance of the tested block, written out
+    D = np.column_stack([C, W])
+    M = np.linalg.inv(D.T @ D)
+    H = D @ M @ D.T
+    u = y - H @ y
+    cov = np.zeros((3, 3))
+    for g in range(G):
+        idx = np.flatnonzero(codes == g)
+        A = np.real(linalg.sqrtm(np.linalg.inv(np.eye(idx.size) - H[np.ix_(idx, idx)])))
+        s = (M @ D[idx].T @ A @ u[idx])[3:]
+        cov += np.outer(s, s)
+    beta = (M @ D.T @ y)[3:]
+    wald = beta @ np.linalg.solve(cov, beta) / 3
+    np.testing.assert_allclose(fit.joint_statistic[0], wald, rtol=1e-8)
+    np.testing.assert_allclose(fit.joint_p_value[0], stats.f.sf(wald, 3, G - 1), rtol=1e-8)
+    flipped = clustered_ols(C, W * [1, -1, -1], y, codes, joint=True)
+    np.testing.assert_allclose(flipped.joint_statistic, fit.joint_statistic, rtol=1e-10)
+    assert clustered_ols(C, W, y, codes).joint_p_value is None

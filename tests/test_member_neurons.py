@@ -227,3 +227,16 @@ def test_null_data_give_empty_lists():
         nonempty += any(int(res[f"{r}_n_members"][0]) > 0 for r in ("source", "target"))
     # at most 10% in expectation: more than 9 of 40 has probability < 0.05
     assert nonempty <= stats.binom.ppf(0.95, n, 0.1), nonempty
+
+
+def test_channel_test_merges_the_folds_by_twice_their_median(planted):
+    *_, res = planted
+    folds = np.asarray(res["channel_fold_p_value"])[0]
+    assert folds.shape == (3,) and np.all(folds < 1e-3)  # a strong channel in every fold
+    assert float(res["channel_p_value"][0]) == pytest.approx(min(1.0, 2 * np.median(folds)))
+    from mics.workflows.members import _merged_p_value
+
+    # the smallest value reached by at least half the p-values, doubled
+    assert _merged_p_value([0.01, 0.02, 0.5, 0.9]) == pytest.approx(0.04)
+    assert _merged_p_value([0.3, 0.02, 0.01]) == pytest.approx(0.04)
+    assert _merged_p_value([0.8, 0.9]) == 1.0

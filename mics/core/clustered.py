@@ -68,6 +68,10 @@ class ClusteredFit:
     n_clusters : int
     n_columns : int
         Independent columns of the whole design (controls and tested).
+    joint_statistic, joint_p_value : ndarray of shape (n_responses,) or None
+        With ``joint=True``: the Wald test that every tested coefficient is
+        zero (``W / n_tested``, F-distributed with ``(n_tested,
+        n_clusters - 1)`` degrees of freedom under the null).
     """
 
     estimate: np.ndarray
@@ -77,6 +81,8 @@ class ClusteredFit:
     dof: np.ndarray
     n_clusters: int
     n_columns: int
+    joint_statistic: np.ndarray | None = None
+    joint_p_value: np.ndarray | None = None
 
 
 def cluster_codes(clusters):
@@ -94,7 +100,7 @@ def _orthonormal_basis(A):
     return U[:, keep]
 
 
-def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
+def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0, joint=False):
     """Least squares of ``response`` on ``[controls, tested]``; CR2 inference on ``tested``.
 
     Parameters
@@ -124,6 +130,11 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
         variance (about 10% in the t statistic's spread at ``rho = 0.8``), as
         its leverage correction assumes independent errors. Estimate ``rho``
         from out-of-sample residuals (:func:`residual_autocorrelation`).
+    joint : bool, default=False
+        Also test all tested coefficients at once (per response): the Wald
+        statistic with their CR2 covariance, divided by their number, referred
+        to the F distribution with ``(n_tested, n_clusters - 1)`` degrees of
+        freedom. The test does not change when tested columns change sign.
 
     Returns
     -------
@@ -199,6 +210,7 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
     order = np.argsort(codes, kind="stable")
     bounds = np.flatnonzero(np.diff(codes[order])) + 1
     meat = np.zeros((W.shape[1], Y.shape[1]))
+    cov = np.zeros((W.shape[1], W.shape[1], Y.shape[1])) if joint else None
     satterthwaite = G <= _MAX_DOF_CLUSTERS
     norms = np.zeros((G, W.shape[1]))
     proj_w = np.zeros((G, Q.shape[1], W.shape[1]) if satterthwaite else (0, 0, 0))
@@ -212,7 +224,10 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
             return v + U @ (factor[:, None] * (U.T @ v))
 
         vg = adjust(weights[idx])  # (n_g, n_tested)
-        meat += (vg.T @ resid[idx]) ** 2
+        score = vg.T @ resid[idx]  # (n_tested, n_responses)
+        meat += score**2
+        if joint:
+            cov += score[:, None, :] * score[None, :, :]
         if satterthwaite:
             norms[g] = np.sum(vg**2, axis=0)
             proj_w[g] = Qg.T @ vg
@@ -224,6 +239,14 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
     else:
         dof = np.full(W.shape[1], float(G - 1))
     p_value = 2.0 * stats.t.sf(np.abs(statistic), dof[:, None])
+    joint_statistic = joint_p_value = None
+    if joint:
+        t = W.shape[1]
+        joint_statistic = np.array(
+            [estimate[:, j] @ np.linalg.pinv(cov[:, :, j]) @ estimate[:, j] / t
+             for j in range(Y.shape[1])]
+        )  # fmt: skip
+        joint_p_value = stats.f.sf(joint_statistic, t, G - 1)
     return ClusteredFit(
         estimate=estimate,
         std_error=std_error,
@@ -232,6 +255,8 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0):
         dof=dof,
         n_clusters=G,
         n_columns=Qc.shape[1] + Qt.shape[1],
+        joint_statistic=joint_statistic,
+        joint_p_value=joint_p_value,
     )
 
 
