@@ -343,10 +343,20 @@ class _CrossFit:
     Y: np.ndarray  # (n, q): the recorded target
     residual: np.ndarray  # (n, q): y minus the fitted baseline and additive terms
     heldout: np.ndarray  # (n, q): y minus the whole fitted model (out of sample)
-    targets: np.ndarray  # (n, q, K): the fold's target patterns, per sample
     subspace: np.ndarray  # (n, r): x on the fold's source subspace
-    Xperp: np.ndarray  # (K, n, p): Xc without its part along the fold's source pattern
-    Zperp: np.ndarray  # (K, n, m): Zc without its part along the fold's modulator pattern
+    A: np.ndarray  # (n_folds, p, K): each fold's aligned source patterns
+    B: np.ndarray  # (n_folds, q, K): target patterns
+    C: np.ndarray  # (n_folds, m, K): modulator patterns
+
+    def projected(self, values, k):
+        """Rows of ``values`` (n, q) on their fold's target pattern of channel ``k``."""
+        return np.einsum("nq,nq->n", values, self.B[self.fold, :, k])
+
+    def without_pattern(self, role, k):
+        """Xc (or Zc) without its part along each fold's source (modulator) pattern ``k``."""
+        values, P = (self.Xc, self.A) if role == "source" else (self.Zc, self.C)
+        along = self.drives[:, k] if role == "source" else self.gates[:, k]
+        return values - along[:, None] * P[self.fold, :, k]
 
 
 def _cross_fit(model, fits, splits, X, Y, Z):
@@ -361,10 +371,10 @@ def _cross_fit(model, fits, splits, X, Y, Z):
         Y=Y,
         residual=np.zeros((n, q)),
         heldout=np.zeros((n, q)),
-        targets=np.zeros((n, q, K)),
         subspace=np.zeros((n, r)),
-        Xperp=np.zeros((K, n, p)),
-        Zperp=np.zeros((K, n, m)),
+        A=np.zeros((len(fits), p, K)),
+        B=np.zeros((len(fits), q, K)),
+        C=np.zeros((len(fits), m, K)),
     )
     for f, (fit, (_, test)) in enumerate(zip(fits, splits, strict=True)):
         cf.fold[test] = f
@@ -382,14 +392,11 @@ def _cross_fit(model, fits, splits, X, Y, Z):
         cf.Xc[test], cf.Zc[test] = xc, zc
         cf.gates[test] = zc @ C
         cf.drives[test] = xc @ A
-        cf.targets[test] = B[None]
+        cf.A[f], cf.B[f], cf.C[f] = A, B, C
         cf.subspace[test] = xc @ np.asarray(fit.source_subspace_)
         linear = fit.intercept_ + X[test] @ np.asarray(fit.coef_).T
         cf.residual[test] = Y[test] - linear - Z[test] @ np.asarray(fit.modulator_coef_).T
         cf.heldout[test] = Y[test] - np.asarray(fit.predict(X[test], Z[test])).reshape(-1, q)
-        for k in range(K):
-            cf.Xperp[k, test] = xc - np.outer(xc @ A[:, k], A[:, k])
-            cf.Zperp[k, test] = zc - np.outer(zc @ C[:, k], C[:, k])
     return cf
 
 
@@ -664,8 +671,8 @@ def _test_channels(cf, codes, controls, prewhiten, tables, channel):
     rho_target = ar(cf.heldout)
     for k in range(K):
         ctrl = np.column_stack([main, np.delete(gated, k, axis=1)])
-        projected = np.einsum("nq,nq->n", cf.residual, cf.targets[:, :, k])
-        rho = ar(np.einsum("nq,nq->n", cf.heldout, cf.targets[:, :, k]))
+        projected = cf.projected(cf.residual, k)
+        rho = ar(cf.projected(cf.heldout, k))
         p_folds, t_folds = _channel_test(cf, codes, k, projected, rho, gated, controls)
         channel["fold_p_values"][k] = p_folds
         channel["p_value"][k] = _merged_p_value(p_folds)
@@ -676,7 +683,9 @@ def _test_channels(cf, codes, controls, prewhiten, tables, channel):
         # error (a modulator direction other than c_hat) times the drive is
         # a control, so it cannot leak into the source neurons
         tested = cf.gates[:, [k]] * cf.Xc
-        lin = np.column_stack([ctrl, cf.drives[:, [k]] * cf.Zperp[k]]) if m > 1 else ctrl
+        lin = ctrl
+        if m > 1:
+            lin = np.column_stack([ctrl, cf.drives[:, [k]] * cf.without_pattern("modulator", k)])
         _store(tables["source"], k, clustered_ols(lin, tested, projected, codes, rho))
         # target neuron j: the gated signal in y_j's own regression; with every
         # neuron's main effect among the controls the recorded y_j needs no
@@ -687,7 +696,7 @@ def _test_channels(cf, codes, controls, prewhiten, tables, channel):
         if m > 1:
             # modulator neuron l: drive * z_l, the source's error linearised likewise
             tested = cf.drives[:, [k]] * cf.Zc
-            lin = np.column_stack([ctrl, cf.gates[:, [k]] * cf.Xperp[k]])
+            lin = np.column_stack([ctrl, cf.gates[:, [k]] * cf.without_pattern("source", k)])
             _store(tables["modulator"], k, clustered_ols(lin, tested, projected, codes, rho))
         else:
             tables["modulator"]["p_value"][0, k] = channel["p_value"][k]
