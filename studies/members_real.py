@@ -582,8 +582,11 @@ def _fdr_words(fdr_summary, d):
             + ", ".join(f"{role} {int(row[f'{role}_members'])}" for role in ROLES)
             for _, row in bh.iterrows()
         )
-        + ". Smallest q-value per role (BY): "
+        + ". Smallest q-value per role (BY; "
+        + ("" if r.channel_named else "not a claim while the channel test is not significant: "
+           "the member tests pool the folds, which is valid only where the channel is real; ")
         + ", ".join(f"{role} {r[f'{role}_min_q']:.3g}" for role in ROLES)
+        + ")"
         + f"; lag-1 autocorrelation used to prewhiten {r.autocorrelation:.2f}."
     )
     return brief, detail
