@@ -138,7 +138,11 @@ def guarantee(role, method="by", n_modulators=2, controls="full"):
             "One modulator: it is the member of every channel whose cross-fitted test is "
             "significant at fdr (its p-value is the channel's); nothing to select."
         )
-    head = f"Expected share of false {role} members <= fdr, per channel ({_METHODS[method]})."
+    head = (
+        f"Expected share of false {role} members <= fdr, per channel ({_METHODS[method]}); "
+        "members are named only for a channel whose own cross-fitted test (fold by fold, "
+        "merged by twice the median p-value) is significant at fdr."
+    )
     null = {
         "source": "Null of neuron i: zero coefficient of gate(z) * x_i in the regression of "
         "the channel's projected target activity on [1, X, Z, gate(z) * X], gate and target "
