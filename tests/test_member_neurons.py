@@ -158,6 +158,10 @@ def test_member_neurons_rejects_bad_input(planted):
         mics.member_neurons(model, X, Y, None, verbose=0)
     with pytest.raises(ValueError, match="controls"):
         mics.member_neurons(model, X, Y, Z, controls="some", verbose=0)
+    import dask.array as da
+
+    with pytest.raises(ValueError, match="in memory"):
+        mics.member_neurons(model, da.from_array(X, chunks=300), Y, Z, verbose=0)
     with pytest.raises(ValueError, match="too few samples"):
         mics.member_neurons(model, X[:60], Y[:60], Z[:60], n_folds=2, block_length=6,
                             verbose=0)  # fmt: skip

@@ -189,12 +189,13 @@ class MemberNeurons:
         chosen method: a neuron is a member when it is at most ``fdr`` and
         its channel passed its test), ``{role}_statistic`` (the clustered t),
         ``{role}_estimate`` (the tested coefficient), ``{role}_pattern`` (the
-        user's fit); per channel ``{role}_n_members``, ``channel_p_value`` and
-        ``channel_statistic`` (the F statistic of the channel's gated signal,
-        one coefficient per cross-fitting fold), ``channel_named`` (the
-        channel passed its test, so its members are named) and
-        ``channel_autocorrelation`` (the lag-1 autocorrelation used to
-        prewhiten). With one modulator its rows repeat the channel test. Attributes: ``fdr``,
+        user's fit); per channel ``{role}_n_members``, ``channel_p_value``
+        (twice the median of the folds' p-values, ``channel_fold_p_value``
+        over ``(channel, fold)``), ``channel_statistic`` (the median of the
+        folds' t statistics), ``channel_named`` (the channel passed its
+        test, so its members are named) and ``channel_autocorrelation`` (the
+        lag-1 autocorrelation used to prewhiten). With one modulator its rows
+        repeat the channel test. Attributes: ``fdr``,
         ``method``, ``n_folds``, ``n_clusters``, ``clusters`` ("trial" or
         "block"), ``block_length`` (-1 for trials), ``controls``,
         ``target_autocorrelation`` and ``guarantee_source``,
