@@ -9,7 +9,7 @@ The package is layered; each layer imports only those below it
 (``docs/architecture.md``)::
 
     cli, report, plotting, datasets, io, preprocessing, simulation   periphery
-    workflows     the modulation test, bootstrap, lag scans, sessions
+    workflows     the modulation test, bootstrap, member neurons, lag scans, sessions
     estimators    thin scikit-learn classes (MICs, reduced-rank regression)
     model         fit, selection over folds, solver choice, decomposition
     data          the seam: labels, validation, folds, Dask graphs, Problem
@@ -25,6 +25,7 @@ from mics.workflows import (
     asymmetry,
     bootstrap_channels,
     lag_scan,
+    member_neurons,
     power_analysis,
     stability_selection,
     test_modulation,
@@ -45,6 +46,7 @@ __all__ = [
     "test_reconfiguration",
     "bootstrap_channels",
     "stability_selection",
+    "member_neurons",
     "power_analysis",
     "asymmetry",
     "lag_scan",

@@ -1,7 +1,8 @@
-"""Which neurons interact, on real recordings: sparse members, their stability, a negative control.
+"""Which neurons interact, on real recordings: member lists at a false-discovery rate,
+sparse members and their stability, against permuted-modulator controls.
 
-Issue 33, part 6. The member analysis of ``docs/guide/members.md`` on the two
-recordings the studies already test for gating:
+Issues 33 (part 6) and 48. The member analyses of ``docs/guide/members.md`` on
+the two recordings the studies already test for gating:
 
 - **Semedo et al. 2019 sample** (400 trials x 10 bins): V1 source (79
   neurons) -> V2 target (31), the 31 held-out V1 neurons as a multivariate
@@ -18,6 +19,13 @@ recordings the studies already test for gating:
 
 Per recording:
 
+0. **Member lists at a false-discovery rate** (issue 48):
+   ``mics.member_neurons`` on the dense ``MICs(rank, n_channels=K)`` fit,
+   with the trials as clusters (``groups``), at FDR 0.1 and 0.2
+   (Benjamini-Yekutieli, the package's default; Benjamini-Hochberg beside
+   it), and the same on ``--n-fdr-controls`` fits whose modulator's trials
+   are permuted (as in step 3): how many members each recording yields,
+   and how many a modulator that cannot gate yields.
 1. ``mics.workflows.choose_sparsity`` on the study's trial-blocked folds
    (``cv=5``, whole trials) over :data:`GRID`: the one-SEM rule towards
    sparser fits, paired over folds. An empty channel (every neuron zeroed)
@@ -47,10 +55,16 @@ frequencies are then counted directly from the same kind of half-trial
 refits (one channel needs no alignment); ``frequency_method`` says which was
 used.
 
-Writes ``results/members_real/``: ``summary.csv``/``.md`` (one row per
-analysis), ``members.csv``/``.md`` (the member tables), ``frequencies.csv``
-(every neuron of every analysis), ``sparsity_path.csv``, ``semedo_members.png``,
-``frequencies.png`` and ``README.md``. Nothing is cached.
+Writes ``results/members_real/``: ``fdr_summary.csv`` (one row per recording,
+analysis, rate and method), ``fdr_members.csv`` (the members at FDR 0.1 and
+0.2, with p- and q-values), ``fdr_members.png`` (their loadings);
+``summary.csv``/``.md`` (one row per sparse analysis), ``members.csv``/``.md``
+(the stability member tables), ``frequencies.csv`` (every neuron of every
+analysis), ``sparsity_path.csv``, ``semedo_members.png``, ``frequencies.png``
+and ``README.md``. Nothing is cached. Neither recording comes with the
+neurons' places on the field of view (the Semedo sample is a Utah array
+without electrode positions, the Park files hold traces only), so the
+member figures are drawn over the neuron index, not on a field of view.
 
 Usage::
 
@@ -429,6 +443,155 @@ def run_recording(design, data, args):
     return summary, freqs, members, paths, real
 
 
+# ----------------------------------------------------------------------------- FDR lists
+FDR_RATES = (0.1, 0.2)
+
+
+def fdr_lists(design, X, Y, Z, codes, args, analysis, seed):
+    """``mics.member_neurons`` at FDR 0.1 and 0.2 (BY and BH) on one data set.
+
+    Returns
+    -------
+    rows : list of dict
+        One per rate and method: the channel test and the number of members.
+    table : pandas.DataFrame
+        The members at every rate and method.
+    model, result
+        The dense fit and the ``member_neurons`` result (BY, FDR 0.1).
+    """
+    est = mics.MICs(rank=design["rank"], n_channels=design["k"], random_state=args.seed,
+                    **ESTIMATOR)  # fmt: skip
+    model = _quiet(est.fit, X, Y, Z, groups=codes)
+    res = _quiet(mics.member_neurons, model, X, Y, Z, groups=codes, fdr=FDR_RATES[0],
+                 n_jobs=args.n_jobs, verbose=0, random_state=seed)  # fmt: skip
+    rows, tables = [], []
+    for method in ("by", "bh"):
+        for rate in FDR_RATES:
+            r = res.at(rate, method)
+            row = dict(dataset=design["dataset"], recording=design["recording"],
+                       modulator=design["modulator"], analysis=analysis, fdr=rate,
+                       method=method, rank=design["rank"], n_channels=design["k"],
+                       k_label=design["k_label"],
+                       channel_p=float(r["channel_p_value"][0]),
+                       channel_named=bool(r["channel_named"][0]),
+                       autocorrelation=float(r["channel_autocorrelation"][0]),
+                       n_trials=int(r.attrs["n_clusters"]),
+                       controls=r.attrs["controls"])  # fmt: skip
+            for role in ROLES:
+                row[f"{role}_n"] = int(r.dataset.sizes[role])
+                row[f"{role}_members"] = int(r[f"{role}_n_members"][0])
+                row[f"{role}_min_q"] = float(np.nanmin(np.asarray(r[f"{role}_q_value"])))
+            rows.append(row)
+            t = r.table()
+            t.insert(0, "method", method)
+            t.insert(0, "fdr", rate)
+            t.insert(0, "analysis", analysis)
+            t.insert(0, "recording", design["recording"])
+            tables.append(t)
+    return rows, pd.concat(tables, ignore_index=True), model, res
+
+
+def fdr_recording(design, data, args):
+    """FDR lists of the real data and of ``args.n_fdr_controls`` permuted-modulator controls."""
+    X, Y, Z, codes, conditions = data
+    design = dict(design)
+    design["k"] = max(design["selected_k"], 1)
+    design["k_label"] = (
+        f"selected K = {design['selected_k']}"
+        if design["selected_k"] > 0
+        else "exploratory K = 1 (the study's selection kept K = 0)"
+    )
+    t0 = time.perf_counter()
+    rows, table, model, res = fdr_lists(design, X, Y, Z, codes, args, "real", args.seed)
+    tables = [table]
+    for c in range(args.n_fdr_controls):
+        Zc = permuted(Z, codes, conditions, seed=1000 + c)
+        r, t, _, _ = fdr_lists(design, X, Y, Zc, codes, args, f"control {c + 1}",
+                               args.seed + 1 + c)  # fmt: skip
+        rows += r
+        tables.append(t)
+    print(f"{design['recording']}: FDR lists, real and {args.n_fdr_controls} controls "
+          f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+    return rows, pd.concat(tables, ignore_index=True), dict(model=model, result=res,
+                                                            design=design)  # fmt: skip
+
+
+def fdr_figure(fits, path):
+    """Loadings of every recording's dense fit, members at FDR 0.1 (BY) in red."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mics.plotting import plot_members
+
+    fig = plt.figure(figsize=(13, 3.3 * len(fits)), layout="constrained")
+    subfigs = np.atleast_1d(fig.subfigures(len(fits), 1))
+    for sub, f in zip(subfigs, fits, strict=True):
+        plot_members(f["model"], f["result"], fig=sub)
+        d, res = f["design"], f["result"]
+        sub.suptitle(
+            f"{d['recording']} ({d['k_label']}): loadings of the dense fit; red: members at "
+            f"FDR {res.fdr:g} (Benjamini-Yekutieli), channel test p = "
+            f"{float(res['channel_p_value'][0]):.3g}",
+            fontsize="small",
+        )
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fdr_words(fdr_summary, d):
+    """Brief and detailed lines of one recording's FDR lists against its controls."""
+    here = fdr_summary[(fdr_summary.dataset == d["dataset"])
+                       & (fdr_summary.recording == d["recording"])]  # fmt: skip
+    head = "Semedo sample" if d["dataset"] == "semedo2019" else f"Park {d['recording']}"
+    real = here[here.analysis == "real"]
+    ctrl = here[here.analysis != "real"]
+    n_ctrl = ctrl.analysis.nunique()
+    parts = []
+    for rate in FDR_RATES:
+        r = real[(real.fdr == rate) & (real.method == "by")].iloc[0]
+        c = ctrl[(ctrl.fdr == rate) & (ctrl.method == "by")]
+        any_member = c[[f"{role}_members" for role in ROLES]].sum(axis=1) > 0
+        parts.append(
+            f"at FDR {rate:g}: "
+            + ", ".join(f"{role} {int(r[f'{role}_members'])}/{int(r[f'{role}_n'])}"
+                        for role in ROLES)  # fmt: skip
+            + f"; controls with any member {int(any_member.sum())}/{n_ctrl}"
+        )
+    r = real[(real.fdr == FDR_RATES[0]) & (real.method == "by")].iloc[0]
+    c = ctrl[(ctrl.fdr == FDR_RATES[0]) & (ctrl.method == "by")]
+    named = int(c.channel_named.sum())
+    verdict = (
+        "the channel test is significant and members are named"
+        if r.channel_named
+        else "the channel's cross-fitted test is not significant at 0.1, so no list is drawn"
+    )
+    brief = (
+        f"- **{head}**, {r.k_label}: channel test p = {r.channel_p:.3g} "
+        f"({r.n_trials} trials as clusters): {verdict}. Members (Benjamini-Yekutieli) "
+        + "; ".join(parts)
+        + f". Permuted-modulator controls: channel test significant at 0.1 in "
+        f"{named}/{n_ctrl}, p from {c.channel_p.min():.3g} to {c.channel_p.max():.3g}."
+    )
+    bh = real[real.method == "bh"]
+    detail = (
+        f"- {head}: with Benjamini-Hochberg (valid for positively dependent p-values only) "
+        + "; ".join(
+            f"FDR {row.fdr:g}: "
+            + ", ".join(f"{role} {int(row[f'{role}_members'])}" for role in ROLES)
+            for _, row in bh.iterrows()
+        )
+        + ". Smallest q-value per role (BY; "
+        + ("" if r.channel_named else "not a claim while the channel test is not significant: "
+           "the member tests pool the folds, which is valid only where the channel is real; ")
+        + ", ".join(f"{role} {r[f'{role}_min_q']:.3g}" for role in ROLES)
+        + ")"
+        + f"; lag-1 autocorrelation used to prewhiten {r.autocorrelation:.2f}."
+    )
+    return brief, detail
+
+
 # ----------------------------------------------------------------------------- outputs
 def frequency_figure(freqs, path):
     """Sorted selection frequencies per role: the real data against the controls."""
@@ -554,15 +717,17 @@ def _fit_words(row):
     )
 
 
-def readme(out, summary, members, freqs, paths, designs, park_found, args, seconds, load):
+def readme(out, summary, members, freqs, paths, designs, park_found, args, seconds, load,
+           fdr_summary=None, fdr_members=None):
     real = summary[summary.analysis == "real"]
     ctrl = summary[summary.analysis != "real"]
     lines = [
-        "# Which neurons interact, on real recordings (issue 33, part 6)",
+        "# Which neurons interact, on real recordings (issues 33 and 48)",
         "",
         f"Generated by `python studies/members_real.py` ({args.n_boot} half-trial subsamples "
         f"per stability selection of the real data, {args.n_boot_control} per control, "
-        f"{args.n_controls} permuted-modulator controls per "
+        f"{args.n_controls} permuted-modulator controls per recording for those and "
+        f"{args.n_fdr_controls} for the FDR lists per "
         f"recording, sparsity grid {', '.join(f'{g:g}' for g in args.grid)}, "
         f"n_jobs={args.n_jobs}; run time {seconds / 60:.1f} min, load average {load}). "
         "Every number below is in the CSV tables beside this file; nothing is cached.",
@@ -582,7 +747,51 @@ def readme(out, summary, members, freqs, paths, designs, park_found, args, secon
         "Park), the same steps end to end (its own path, rule and minimum), and stability "
         "selection at the real data's sparsity (the same penalty, only the gating destroyed).",
         "",
-        "## Findings",
+    ]
+    if fdr_summary is not None:
+        words = [_fdr_words(fdr_summary, d) for d in designs]
+        lines += [
+            "## Member lists at a false-discovery rate (issue 48)",
+            "",
+            "`mics.member_neurons(MICs(rank, n_channels=K, cv=5, n_init=1).fit(...), "
+            "groups=trials)`: every neuron tested with cross-fitted channel factors and "
+            "trial-clustered, prewhitened regressions; members only for a channel whose own "
+            "cross-fitted test is significant at the rate; lists by Benjamini-Yekutieli (valid "
+            "under any dependence between neurons). Controls: "
+            f"{args.n_fdr_controls} fits with the modulator's trials permuted "
+            "(within grating direction for Park), the same steps end to end. "
+            "`fdr_summary.csv`, `fdr_members.csv`.",
+            "",
+            *[w[0] for w in words],
+            "",
+            *[w[1] for w in words],
+            "",
+            "Neither recording comes with the neurons' places (the Semedo sample is a Utah "
+            "array without electrode positions, the Park files hold traces only), so the "
+            "members are drawn over the neuron index below; on recordings loaded with "
+            "positions (`mics.io`), `mics.plotting.plot_members_fov(model, stability=result)` "
+            "draws these lists on the field of view (see `results/member_fdr/fov.png` for "
+            "simulated fields).",
+            "",
+            "![members at FDR 0.1](fdr_members.png)",
+            "",
+        ]
+        if fdr_members is not None and len(fdr_members):
+            real_members = fdr_members[(fdr_members.analysis == "real")]
+            lines += [
+                "Members of the real data (`fdr_members.csv`):",
+                "",
+                tools.markdown_table(real_members),
+                "",
+            ]
+        lines += [
+            "The sections below are the sparse fits and their stability selection "
+            "(issue 33), kept for comparison: their Meinshausen-Buhlmann bounds certify no "
+            "list.",
+            "",
+        ]
+    lines += [
+        "## Findings (sparse fits and stability selection)",
         "",
     ]
     brief = []
@@ -693,7 +902,7 @@ def readme(out, summary, members, freqs, paths, designs, park_found, args, secon
             + "."
         )
         lines.append("")
-    at = lines.index("## Findings") + 2
+    at = lines.index("## Findings (sparse fits and stability selection)") + 2
     lines[at:at] = ["In brief:", "", *brief, ""]
     if not park_found:
         lines += [
@@ -774,6 +983,8 @@ def main(argv=None):
     parser.add_argument("--n-boot", type=int, default=100)
     parser.add_argument("--n-boot-control", type=int, default=50)
     parser.add_argument("--n-controls", type=int, default=3)
+    parser.add_argument("--n-fdr-controls", type=int, default=10,
+                        help="permuted-modulator controls of the FDR lists")  # fmt: skip
     parser.add_argument("--grid", type=float, nargs="+", default=list(GRID))
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -785,6 +996,7 @@ def main(argv=None):
     park_list, park_found = park_designs()
     designs += park_list
     summary, freqs, members, paths = [], [], [], []
+    fdr_rows, fdr_tables, fdr_fits = [], [], []
     semedo_real = None
     for d in designs:
         data = (
@@ -792,6 +1004,10 @@ def main(argv=None):
             if d["dataset"] == "semedo2019"
             else load_park(d["recording"], d["modulator"])
         )
+        r, t, fit = fdr_recording(d, data, args)
+        fdr_rows += r
+        fdr_tables.append(t)
+        fdr_fits.append(fit)
         s, f, m, p, real = run_recording(d, data, args)
         summary += s
         freqs += f
@@ -799,6 +1015,11 @@ def main(argv=None):
         paths += p
         if d["dataset"] == "semedo2019":
             semedo_real = real
+    fdr_summary = pd.DataFrame(fdr_rows)
+    fdr_members = pd.concat(fdr_tables, ignore_index=True)
+    fdr_summary.to_csv(args.out / "fdr_summary.csv", index=False)
+    fdr_members.to_csv(args.out / "fdr_members.csv", index=False)
+    fdr_figure(fdr_fits, args.out / "fdr_members.png")
     summary = pd.DataFrame(summary)
     freqs = pd.DataFrame(freqs)
     members = pd.concat(members, ignore_index=True)
@@ -814,7 +1035,8 @@ def main(argv=None):
         members_figure(semedo_real, args.out / "semedo_members.png")
     seconds = time.perf_counter() - start
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    readme(args.out, summary, members, freqs, paths, designs, park_found, args, seconds, load)
+    readme(args.out, summary, members, freqs, paths, designs, park_found, args, seconds, load,
+           fdr_summary=fdr_summary, fdr_members=fdr_members)
     print(f"done in {seconds / 60:.1f} min; wrote {args.out}")
 
 

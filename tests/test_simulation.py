@@ -304,3 +304,77 @@ def test_geometry_names_are_exported():
     assert set(GEOMETRIES) == set(EXPECTED) | {"random"}
     assert "GroundTruth(" in repr(simulate(**SMALL, random_state=0)[3])
     assert isinstance(simulate(**SMALL, random_state=0)[3], GroundTruth)
+
+
+# ----------------------------------------------------------- shared variability
+SHARED = dict(n_samples=20000, n_source=40, n_target=30, n_modulators=1, rank=2, n_channels=1)
+
+
+def test_shared_variability_puts_the_stated_share_of_variance_in_the_factors():
+    X, Y, Z, truth = simulate(
+        **SHARED, shared_variability=dict(n_factors=4, strength=0.8), random_state=30
+    )
+    np.testing.assert_allclose(X.var(axis=0), 1.0, atol=0.06)  # unit variance per neuron
+    eig = np.linalg.eigvalsh(np.cov(X, rowvar=False))[::-1]
+    # four factors carry 0.8 of the variance; private noise spreads the rest evenly
+    assert eig[:4].sum() / eig.sum() == pytest.approx(0.8 + 0.2 * 4 / 40, abs=0.03)
+    assert eig[4] < 0.3
+    noise = Y - truth.predict(X, Z)
+    np.testing.assert_allclose(noise.var(axis=0), 1.0, atol=0.06)  # noise_var stays 1
+    eig = np.linalg.eigvalsh(np.cov(noise, rowvar=False))[::-1]
+    assert eig[:4].sum() / eig.sum() == pytest.approx(0.8 + 0.2 * 4 / 30, abs=0.03)
+    assert truth.shared_variability["strength"] == 0.8
+    assert truth.shared_variability["populations"] == ("source", "target")
+
+
+def test_spatial_shared_variability_correlates_neighbours_on_the_field_of_view():
+    X, _, _, truth = simulate(
+        **{**SHARED, "n_source": 120},
+        shared_variability=dict(strength=0.8, spatial=1.0, length_scale=0.1),
+        random_state=31,
+    )
+    xy = truth.source_positions_
+    assert xy.shape == (120, 2) and np.all((xy >= 0) & (xy <= 1))
+    d = np.linalg.norm(xy[:, None] - xy[None], axis=-1)
+    corr = np.corrcoef(X, rowvar=False)
+    near = corr[(d > 0) & (d < 0.05)].mean()
+    far = corr[d > 0.4].mean()
+    # exp(-d^2 / 0.02) times the shared 0.8: about 0.75 near, 0 far
+    assert near > 0.6 and abs(far) < 0.03
+    assert truth.target_positions_.shape == (30, 2) and truth.modulator_positions_ is None
+
+
+def test_noise_autocorr_and_the_population_modulator_share_variability():
+    X, Y, Z, truth = simulate(
+        n_samples=20000, n_source=20, n_target=15, n_modulators=30, rank=2, n_channels=1,
+        modulator_kind="population", noise_autocorr=0.6, modulator_autocorr=0.5,
+        shared_variability=dict(n_factors=3, strength=0.9), random_state=32,
+    )  # fmt: skip
+    noise = Y - truth.predict(X, Z)
+    assert _autocorr(noise, 1) == pytest.approx(0.6, abs=0.03)
+    eig = np.linalg.eigvalsh(np.cov(Z, rowvar=False))[::-1]
+    assert eig[:3].sum() / eig.sum() == pytest.approx(0.9 + 0.1 * 3 / 30, abs=0.03)
+    assert _autocorr(Z, 1) == pytest.approx(0.5, abs=0.03)
+    assert truth.modulator_positions_.shape == (30, 2)
+    # white noise without the option: the draws of earlier versions
+    X0, Y0, Z0, t0 = simulate(n_samples=4000, n_source=20, n_target=15, random_state=3)
+    assert abs(_autocorr(Y0 - t0.predict(X0, Z0), 1)) < 0.05
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(shared_variability=dict(strength=1.0)), "strength"),
+        (dict(shared_variability=dict(spatial=1.5)), "spatial"),
+        (dict(shared_variability=dict(length_scale=0)), "length_scale"),
+        (dict(shared_variability=dict(n_factors=0)), "n_factors"),
+        (dict(shared_variability=dict(colour=1)), "unknown"),
+        (dict(shared_variability=dict(populations=("modulator",))), "population"),
+        (dict(shared_variability=dict(populations=("cortex",))), "unknown"),
+        (dict(shared_variability={}, source_dim=2), "source_dim"),
+        (dict(noise_autocorr=1.0), "noise_autocorr"),
+    ],
+)
+def test_shared_variability_rejects_bad_settings(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        simulate(**SMALL, **kwargs)

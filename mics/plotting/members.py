@@ -18,13 +18,20 @@ _MAX_NAMED_MEMBERS = 12
 
 
 def _members_and_names(model, stability, role, P):
-    """Member mask (n, K), how it was decided, and the neuron names of one role."""
+    """Member mask (n, K), selection frequencies (or None) and the neuron names of one role.
+
+    ``stability`` is a :func:`mics.stability_selection` result (members and
+    frequencies) or a :func:`mics.member_neurons` result (members at its
+    false-discovery rate, no frequencies).
+    """
     n = P.shape[0]
     if stability is not None:
-        freq = stability[f"{role}_frequency"]
-        members = np.asarray(stability[f"{role}_members"], dtype=bool)
-        names = [str(v) for v in np.asarray(freq.coords[role].values)]
-        return members, np.asarray(freq, dtype=float), names
+        mask = stability[f"{role}_members"]
+        members = np.asarray(mask, dtype=bool)
+        names = [str(v) for v in np.asarray(mask.coords[role].values)]
+        if f"{role}_frequency" not in stability:
+            return members, None, names
+        return members, np.asarray(stability[f"{role}_frequency"], dtype=float), names
     return P != 0, None, names_or_default(model, role, n)
 
 
@@ -42,8 +49,10 @@ def plot_members(model, stability=None, fig=None, roles=_ROLES):
     ----------
     model : mics.MICs
         Fitted, with at least one channel.
-    stability : xarray.Dataset, optional
-        Of :func:`mics.stability_selection` on this model.
+    stability : xarray.Dataset or MemberNeurons, optional
+        Of :func:`mics.stability_selection` on this model (members at its
+        threshold, frequencies drawn), or of :func:`mics.member_neurons`
+        (members at its false-discovery rate).
     fig : matplotlib.figure.Figure, optional
         Figure to draw into; a new one when omitted.
     roles : sequence of {"source", "target", "modulator"}
@@ -225,9 +234,10 @@ def plot_members_fov(
         (x, y) of each neuron in the fitted order; a role given here
         overrides the fitted coordinates. NaN marks a neuron without a place
         (it is not drawn).
-    stability : xarray.Dataset, optional
+    stability : xarray.Dataset or MemberNeurons, optional
         Of :func:`mics.stability_selection` on this model: members are the
-        neurons selected at its threshold.
+        neurons selected at its threshold; or of :func:`mics.member_neurons`:
+        the members at its false-discovery rate.
     roles : sequence of {"source", "target", "modulator"}, optional
         Populations to draw. Default: every population with positions.
     ax : matplotlib.axes.Axes or sequence of Axes, optional
@@ -426,8 +436,9 @@ def plot_member_biplot(
         Vertical axis: another channel, or the leading baseline dimension.
         Default: the leading other channel if there is one, else
         ``"baseline"``.
-    stability : xarray.Dataset, optional
-        Of :func:`mics.stability_selection` on this model.
+    stability : xarray.Dataset or MemberNeurons, optional
+        Of :func:`mics.stability_selection` or :func:`mics.member_neurons`
+        on this model.
     roles : sequence of {"source", "target", "modulator"}, default=("source", "target")
         One panel each. The modulator has no baseline subspace: it needs
         ``versus`` to be a channel.

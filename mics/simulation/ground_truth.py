@@ -37,7 +37,7 @@ from sklearn.utils import check_random_state
 from mics.core.als import cp_tensor
 from mics.core.linalg import canonical_signs
 
-__all__ = ["GroundTruth", "simulate", "GEOMETRIES", "MODULATOR_KINDS"]
+__all__ = ["GroundTruth", "simulate", "GEOMETRIES", "MODULATOR_KINDS", "SHARED_DEFAULTS"]
 
 #: Channel geometries relative to the baseline subspaces (MODEL.md §6).
 GEOMETRIES = ("reshape", "private_source", "private_target", "new", "random")
@@ -65,6 +65,21 @@ _RUN_BOUT, _STILL_BOUT = 40.0, 60.0
 _CHANNEL_DECAY = 0.75
 _CALCIUM_DEFAULTS = {"tau": 1.0, "fs": 10.0, "noise": 0.1}
 _NOISE_VAR = 1.0
+#: Defaults of the ``shared_variability`` option of :func:`simulate`:
+#: ``n_factors`` latent factors, ``strength`` the share of each neuron's
+#: variance that is shared, ``spatial`` the part of the shared variance that is
+#: spatially clustered on the field of view (correlation
+#: ``exp(-d^2 / (2 length_scale^2))`` at distance ``d``, the field of view
+#: being the unit square), ``populations`` those that share variability
+#: (None: source, target noise, and the modulator when it is a population).
+SHARED_DEFAULTS = {
+    "n_factors": 8,
+    "strength": 0.5,
+    "spatial": 0.0,
+    "length_scale": 0.1,
+    "populations": None,
+}
+_POPULATIONS = ("source", "target", "modulator")
 
 
 @dataclass(repr=False)
@@ -136,6 +151,10 @@ class GroundTruth:
     source_members_: np.ndarray | None = field(default=None, repr=False)
     target_members_: np.ndarray | None = field(default=None, repr=False)
     modulator_members_: np.ndarray | None = field(default=None, repr=False)
+    source_positions_: np.ndarray | None = field(default=None, repr=False)
+    target_positions_: np.ndarray | None = field(default=None, repr=False)
+    modulator_positions_: np.ndarray | None = field(default=None, repr=False)
+    shared_variability: dict | None = field(default=None, repr=False)
 
     def __repr__(self):
         p, q = self.coef_.shape[1], self.coef_.shape[0]
@@ -230,6 +249,8 @@ def simulate(
     n_gating=None,
     source_members=None,
     target_members=None,
+    shared_variability=None,
+    noise_autocorr=0.0,
 ):
     """Simulate source, modulator and target activity with known channels.
 
@@ -310,6 +331,33 @@ def simulate(
         ``truth.source_members_``, ``truth.target_members_`` and
         ``truth.modulator_members_``. None (default): dense patterns, and
         the draws are those of earlier versions.
+    shared_variability : dict or None
+        Shared variability as in recorded populations, where a few latent
+        factors carry much of the variance and neighbouring neurons share
+        slow fluctuations. Keys (defaults in :data:`SHARED_DEFAULTS`):
+        ``n_factors`` (int, default 8) latent factors per population;
+        ``strength`` (in [0, 1), default 0.5) the share of every neuron's
+        variance that is shared, the rest private; ``spatial`` (in [0, 1],
+        default 0) the part of the shared variance that is spatially
+        clustered: every neuron gets a place on its population's field of
+        view (the unit square, ``truth.source_positions_`` and so on) and
+        the clustered part correlates two neurons by
+        ``exp(-d^2 / (2 length_scale^2))`` at distance ``d``;
+        ``length_scale`` (> 0, default 0.1); ``populations`` (default:
+        ``("source", "target")`` plus ``"modulator"`` when
+        ``modulator_kind="population"``), which populations share it. For
+        the target it is the noise ``e_t`` that is shared (each neuron's
+        noise variance stays 1); the modulator population's latent is then
+        this one instead of its default. Every shared process has the
+        autocorrelation of its population (``source_autocorr``,
+        ``noise_autocorr``, ``modulator_autocorr``). Factors and places are
+        parameters, drawn before the data. Cannot be combined with
+        ``source_dim``. None (default): the draws of earlier versions.
+    noise_autocorr : float in (-1, 1), default=0.0
+        Lag-1 autocorrelation of the target noise (AR(1), variance 1), as in
+        calcium recordings, where the residuals are autocorrelated over
+        seconds. 0 with ``shared_variability=None``: white noise, the draws
+        of earlier versions.
 
     Returns
     -------
@@ -354,24 +402,13 @@ def simulate(
         )
     if modulator_kind == "locomotion" and rho_z < 0:
         raise ValueError("running bouts need modulator_autocorr >= 0.")
-    if source_dim is not None:
-        source_dim = check_int(source_dim, "source_dim", minimum=1)
-        if source_dim > p:
-            raise ValueError(f"source_dim={source_dim} exceeds n_source={p}.")
     calcium = _check_calcium(calcium)
-    if n_gating is None:
-        n_gating = min(m, max(K, 3, m // 4)) if modulator_kind == "population" else m
-    n_gating = check_int(n_gating, "n_gating", minimum=1)
-    if n_gating > m:
-        raise ValueError(f"n_gating={n_gating} exceeds n_modulators={m}.")
-    _warn_if_not_identifiable(K, p, q, m)
-    n_src_members = _check_members(source_members, "source_members", p)
-    n_tgt_members = _check_members(target_members, "target_members", q)
-    if (n_src_members or n_tgt_members) and any(g != "random" for g in geometries):
-        raise ValueError(
-            "source_members / target_members need geometry='random': a pattern on a "
-            "subset of neurons cannot also be placed in or out of the baseline subspace."
-        )
+    rho_e = check_autocorr(noise_autocorr, "noise_autocorr")
+    source_dim, shared, n_gating, n_src_members, n_tgt_members = _check_structure(
+        p, q, m, K, geometries, source_dim=source_dim, shared_variability=shared_variability,
+        modulator_kind=modulator_kind, n_gating=n_gating, source_members=source_members,
+        target_members=target_members,
+    )  # fmt: skip
 
     rng = check_random_state(random_state)
 
@@ -404,9 +441,22 @@ def simulate(
     loadings = None
     if source_dim is not None:
         loadings = rng.standard_normal((p, source_dim)) / np.sqrt(source_dim)
+    # Drawn only when asked for (after every other parameter), so that the
+    # default simulations keep their draws.
+    layout = None
+    if shared is not None:
+        sizes = {"source": p, "target": q, "modulator": m}
+        placed = ("source", "target") + (("modulator",) if modulator_kind == "population" else ())
+        layout = {pop: _shared_layout(rng, sizes[pop], shared) for pop in placed}
 
-    X = _simulate_source(rng, T, p, loadings, rho_x)
-    Z = _simulate_modulator(rng, T, m, modulator_kind, rho_z)
+    if layout is not None and "source" in shared["populations"]:
+        X = _shared_population(rng, T, layout["source"], shared, rho_x)
+    else:
+        X = _simulate_source(rng, T, p, loadings, rho_x)
+    if layout is not None and "modulator" in shared["populations"]:
+        Z = _shared_population(rng, T, layout["modulator"], shared, rho_z)
+    else:
+        Z = _simulate_modulator(rng, T, m, modulator_kind, rho_z)
     # Sample-centred inputs make the parameters exactly those of the model
     # the estimator fits (it centres with training means).
     X -= X.mean(axis=0)
@@ -419,7 +469,12 @@ def simulate(
     gains = (X @ A) * (Z @ C)
     lam = lam * _snr_scale((gains * lam) @ Bpat.T, modulation_snr)
     B = (U * S) @ V.T
-    noise = rng.normal(scale=np.sqrt(_NOISE_VAR), size=(T, q))
+    if layout is not None and "target" in shared["populations"]:
+        noise = np.sqrt(_NOISE_VAR) * _shared_population(rng, T, layout["target"], shared, rho_e)
+    elif rho_e != 0:
+        noise = np.sqrt(_NOISE_VAR) * ar1_series(rng, T, q, rho_e)
+    else:
+        noise = rng.normal(scale=np.sqrt(_NOISE_VAR), size=(T, q))
     Y = mu + X @ B + Z @ D + (gains * lam) @ Bpat.T + noise
 
     truth = GroundTruth(
@@ -442,6 +497,10 @@ def simulate(
         truth.source_members_ = A != 0
         truth.target_members_ = Bpat != 0
         truth.modulator_members_ = C != 0
+    if layout is not None:
+        truth.shared_variability = {**shared, "populations": tuple(shared["populations"])}
+        for pop, lay in layout.items():
+            setattr(truth, f"{pop}_positions_", lay["positions"])
     if calcium is not None:
         truth.source_rates, truth.target_rates = X, Y
         X = _calcium_traces(rng, X, **calcium)
@@ -450,6 +509,35 @@ def simulate(
 
 
 # --------------------------------------------------------------------- checks
+
+
+def _check_structure(p, q, m, K, geometries, *, source_dim, shared_variability,
+                     modulator_kind, n_gating, source_members, target_members):  # fmt: skip
+    """:func:`simulate`'s checks of the source's structure, the gating neurons and the members."""
+    if source_dim is not None:
+        source_dim = check_int(source_dim, "source_dim", minimum=1)
+        if source_dim > p:
+            raise ValueError(f"source_dim={source_dim} exceeds n_source={p}.")
+    shared = _check_shared(shared_variability, modulator_kind)
+    if shared is not None and source_dim is not None and "source" in shared["populations"]:
+        raise ValueError(
+            "source_dim and shared_variability both set the source's shared variance: "
+            "give one (shared_variability's n_factors plays the part of source_dim)."
+        )
+    if n_gating is None:
+        n_gating = min(m, max(K, 3, m // 4)) if modulator_kind == "population" else m
+    n_gating = check_int(n_gating, "n_gating", minimum=1)
+    if n_gating > m:
+        raise ValueError(f"n_gating={n_gating} exceeds n_modulators={m}.")
+    _warn_if_not_identifiable(K, p, q, m)
+    n_src_members = _check_members(source_members, "source_members", p)
+    n_tgt_members = _check_members(target_members, "target_members", q)
+    if (n_src_members or n_tgt_members) and any(g != "random" for g in geometries):
+        raise ValueError(
+            "source_members / target_members need geometry='random': a pattern on a "
+            "subset of neurons cannot also be placed in or out of the baseline subspace."
+        )
+    return source_dim, shared, n_gating, n_src_members, n_tgt_members
 
 
 def _check_members(value, name, n):
@@ -545,6 +633,54 @@ def _check_calcium(calcium):
     return params
 
 
+def _check_shared(shared, modulator_kind):
+    """``shared_variability`` with every key filled in, or None."""
+    if shared is None:
+        return None
+    if not isinstance(shared, dict):
+        raise TypeError(f"shared_variability must be a dict or None, got {type(shared).__name__}.")
+    unknown = set(shared) - set(SHARED_DEFAULTS)
+    if unknown:
+        raise ValueError(
+            f"unknown shared_variability option(s) {sorted(unknown)}; "
+            f"known: {sorted(SHARED_DEFAULTS)}."
+        )
+    out = {**SHARED_DEFAULTS, **shared}
+    out["n_factors"] = check_int(out["n_factors"], "shared_variability n_factors", minimum=1)
+    for key, top in (("strength", 1.0), ("spatial", 1.0)):
+        value = out[key]
+        closed = key == "spatial"
+        if (
+            not isinstance(value, numbers.Real)
+            or isinstance(value, bool)
+            or not (0 <= value <= top if closed else 0 <= value < top)
+        ):
+            interval = "[0, 1]" if closed else "[0, 1)"
+            raise ValueError(f"shared_variability {key} must lie in {interval}, got {value!r}.")
+        out[key] = float(value)
+    scale = out["length_scale"]
+    if not isinstance(scale, numbers.Real) or not np.isfinite(scale) or scale <= 0:
+        raise ValueError(f"shared_variability length_scale must be > 0, got {scale!r}.")
+    out["length_scale"] = float(scale)
+    pops = out["populations"]
+    if pops is None:
+        pops = ("source", "target") + (("modulator",) if modulator_kind == "population" else ())
+    pops = (pops,) if isinstance(pops, str) else tuple(pops)
+    for pop in pops:
+        if pop not in _POPULATIONS:
+            raise ValueError(
+                f"shared_variability populations: unknown {pop!r}; choose from "
+                f"{list(_POPULATIONS)}."
+            )
+    if "modulator" in pops and modulator_kind != "population":
+        raise ValueError(
+            "shared_variability in the modulator needs modulator_kind='population' "
+            f"(got {modulator_kind!r}): only a population of neurons shares variability."
+        )
+    out["populations"] = pops
+    return out
+
+
 def _warn_if_not_identifiable(K, p, q, m):
     # Kruskal: generic k-ranks min(dim, K) must sum to at least 2K + 2.
     if K >= 2 and min(p, K) + min(q, K) + min(m, K) < 2 * K + 2:
@@ -629,6 +765,44 @@ def _latent_population(rng, n_samples, loadings, coef):
     return (
         np.sqrt(_SHARED_FRACTION) * latent @ loadings.T + np.sqrt(1.0 - _SHARED_FRACTION) * private
     )
+
+
+def _shared_layout(rng, n_neurons, shared):
+    """Places on the field of view, factor loadings and the spatial mixing of one population.
+
+    Returns
+    -------
+    dict
+        ``positions`` (n, 2) uniform in the unit square; ``loadings``
+        (n, n_factors) with unit rows, so the factors give every neuron the
+        same shared variance; ``spatial`` (n, k) with ``spatial @ spatial.T``
+        the spatial correlation matrix (unit diagonal).
+    """
+    positions = rng.uniform(0.0, 1.0, size=(n_neurons, 2))
+    loadings = rng.standard_normal((n_neurons, shared["n_factors"]))
+    loadings /= np.linalg.norm(loadings, axis=1, keepdims=True)
+    dist2 = np.sum((positions[:, None, :] - positions[None, :, :]) ** 2, axis=-1)
+    kernel = np.exp(-dist2 / (2.0 * shared["length_scale"] ** 2))
+    w, V = np.linalg.eigh(kernel)
+    keep = w > 1e-10 * w[-1]
+    spatial = V[:, keep] * np.sqrt(w[keep])
+    # the discarded eigenvalues are round-off: restore the unit diagonal exactly
+    spatial /= np.linalg.norm(spatial, axis=1, keepdims=True)
+    return {"positions": positions, "loadings": loadings, "spatial": spatial}
+
+
+def _shared_population(rng, n_samples, layout, shared, coef):
+    """Factors, spatially clustered fluctuations and private noise (unit variance per neuron)."""
+    n_neurons = layout["positions"].shape[0]
+    strength, spatial = shared["strength"], shared["spatial"]
+    out = np.sqrt(1.0 - strength) * ar1_series(rng, n_samples, n_neurons, coef)
+    if strength * (1.0 - spatial) > 0:
+        factors = ar1_series(rng, n_samples, layout["loadings"].shape[1], coef)
+        out += np.sqrt(strength * (1.0 - spatial)) * factors @ layout["loadings"].T
+    if strength * spatial > 0:
+        field_ = ar1_series(rng, n_samples, layout["spatial"].shape[1], coef)
+        out += np.sqrt(strength * spatial) * field_ @ layout["spatial"].T
+    return out
 
 
 def _simulate_source(rng, n_samples, n_source, loadings, coef):

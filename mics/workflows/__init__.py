@@ -1,4 +1,4 @@
-"""Analyses built on the estimators: the modulation test, the bootstrap, lag scans, sessions."""
+"""Analyses built on the estimators: the modulation test, bootstrap, members, lags, sessions."""
 
 from mics.workflows.inference import (
     ModulationTest,
@@ -7,12 +7,14 @@ from mics.workflows.inference import (
     test_modulation,
 )
 from mics.workflows.lags import lag_scan
+from mics.workflows.members import MemberNeurons, member_neurons
 from mics.workflows.power import PowerAnalysis, power_analysis
 from mics.workflows.reconfiguration import Reconfiguration, asymmetry, test_reconfiguration
 from mics.workflows.sessions import fit_each_session
 from mics.workflows.stability import choose_sparsity, member_table, stability_selection
 
 __all__ = [
+    "MemberNeurons",
     "ModulationTest",
     "PowerAnalysis",
     "Reconfiguration",
@@ -22,6 +24,7 @@ __all__ = [
     "fit_each_session",
     "format_p_value",
     "lag_scan",
+    "member_neurons",
     "member_table",
     "power_analysis",
     "stability_selection",

@@ -35,6 +35,8 @@ from mics.model.selection import warn_fold_outliers
 
 __all__ = [
     "ModulationTest",
+    "align_channels",
+    "fitted_penalties",
     "test_modulation",
     "bootstrap_channels",
     "format_p_value",
@@ -1123,7 +1125,7 @@ def _half_block_indices(n, block_length, rng):
 
 
 def _align(reference, model):
-    """Permutation and signs matching a bootstrap fit's channels to the reference."""
+    """Permutation matching a bootstrap fit's channels to the reference."""
     # np.asarray: a reference fitted on labelled inputs has DataArray patterns.
     sim = (
         (np.asarray(reference.source_patterns_).T @ model.source_patterns_)
@@ -1134,6 +1136,54 @@ def _align(reference, model):
     order = np.empty(reference.n_channels_, dtype=int)
     order[rows] = cols
     return order
+
+
+def align_channels(reference, model):
+    """Order and signs that match a refit's channels to those of a reference fit.
+
+    Channels are matched by the Hungarian algorithm on the product of the
+    absolute cosines of their source, target and modulator patterns, as in
+    :func:`bootstrap_channels`.
+
+    Parameters
+    ----------
+    reference, model : fitted MICs
+        With the same number of channels.
+
+    Returns
+    -------
+    order : ndarray of int, shape (n_channels,)
+        ``model``'s channel matched to each channel of ``reference``.
+    source_sign, target_sign : ndarray of shape (n_channels,)
+        Signs (+1 or -1) that turn ``model``'s reordered source and target
+        patterns towards the reference's; the modulator pattern takes their
+        product, so the channel's tensor is unchanged. +1 where either
+        pattern is empty.
+    """
+    order = _align(reference, model)
+    a = np.asarray(model.source_patterns_)[:, order]
+    b = np.asarray(model.target_patterns_)[:, order]
+    sa = np.sign(np.sum(a * np.asarray(reference.source_patterns_), axis=0))
+    sb = np.sign(np.sum(b * np.asarray(reference.target_patterns_), axis=0))
+    sa[sa == 0], sb[sb == 0] = 1.0, 1.0
+    return order, sa, sb
+
+
+def fitted_penalties(model):
+    """The penalties a model chose on its folds, as fixed settings for refits.
+
+    Parameters
+    ----------
+    model : fitted MICs
+
+    Returns
+    -------
+    dict
+        ``alpha``, ``alpha_channels`` and ``sparsity`` where the model chose
+        them by cross-validation ("cv" or a list of candidates): their
+        chosen values. A scalar setting is left out (a clone keeps it).
+    """
+    return _chosen(model)
 
 
 def _boot_fit(fixed, problem, seed):

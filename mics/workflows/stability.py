@@ -31,7 +31,7 @@ import numpy as np
 from mics.data.validation import check_count, check_fraction
 from mics.model.sparsity_path import SPARSITY_GRID as _MODEL_SPARSITY_GRID
 
-__all__ = ["stability_selection", "member_table", "choose_sparsity"]
+__all__ = ["stability_selection", "member_table", "choose_sparsity", "pattern_labels"]
 
 #: Default candidates of :func:`choose_sparsity` (relative weights, see
 #: :func:`mics.core.penalties`); 0 is the dense fit. The estimator's grid.
@@ -40,7 +40,7 @@ SPARSITY_GRID = _MODEL_SPARSITY_GRID
 _ROLES = ("source", "target", "modulator")
 
 
-def _labels(pattern, n):
+def pattern_labels(pattern, n):
     """Neuron ids of a fitted pattern matrix (a DataArray's row coordinate) or 0..n-1."""
     dims = getattr(pattern, "dims", None)
     if dims is not None and dims[0] in pattern.coords:
@@ -154,7 +154,7 @@ def stability_selection(
         fitted = getattr(model, f"{role}_patterns_")
         draws = np.asarray(boot[f"{role}_patterns_draws"])  # (boot, n, K)
         n = draws.shape[1]
-        labels = _labels(fitted, n)
+        labels = pattern_labels(fitted, n)
         selected = draws != 0
         freq = selected.mean(axis=0)
         members = freq >= threshold
@@ -176,40 +176,44 @@ def member_table(result):
 
     Parameters
     ----------
-    result : xarray.Dataset
-        Of :func:`stability_selection`.
+    result : xarray.Dataset or MemberNeurons
+        Of :func:`stability_selection`, or of :func:`mics.member_neurons`.
 
     Returns
     -------
     pandas.DataFrame
-        One row per (channel, role, member neuron) with columns ``channel``,
-        ``role``, ``neuron``, ``frequency``, ``weight`` (the full-data
-        pattern) and ``expected_false`` (the bound of that channel and
-        role), sorted by channel, role and decreasing frequency.
+        One row per (channel, role, member neuron), sorted by channel, role
+        and decreasing evidence, with columns ``channel``, ``role``,
+        ``neuron``, ``weight`` (the full-data pattern) and, for a stability
+        selection, ``frequency`` and ``expected_false`` (the bound of that
+        channel and role); for :func:`mics.member_neurons`, ``p_value``,
+        ``q_value`` (the adjusted p-value), ``statistic`` and ``estimate``
+        (the tested coefficient).
     """
     import pandas as pd
 
+    fdr = "source_q_value" in result
+    extra = ("p_value", "q_value", "statistic", "estimate") if fdr else ("frequency",)
     rows = []
     for role in _ROLES:
-        freq = result[f"{role}_frequency"]
         members = np.asarray(result[f"{role}_members"])
-        labels = np.asarray(freq.coords[role].values)
-        for k in range(freq.shape[1]):
-            bound = float(result[f"{role}_expected_false"][k])
+        labels = np.asarray(result[f"{role}_members"].coords[role].values)
+        values = {key: np.asarray(result[f"{role}_{key}"], dtype=float) for key in extra}
+        weights = np.asarray(result[f"{role}_pattern"], dtype=float)
+        for k in range(members.shape[1]):
             idx = np.flatnonzero(members[:, k])
-            idx = idx[np.argsort(-np.asarray(freq)[idx, k], kind="stable")]
+            # most evident first: highest frequency, or smallest p-value
+            key = values["p_value"][idx, k] if fdr else -values["frequency"][idx, k]
+            idx = idx[np.argsort(key, kind="stable")]
             for i in idx:
-                rows.append(
-                    {
-                        "channel": k,
-                        "role": role,
-                        "neuron": labels[i],
-                        "frequency": float(freq[i, k]),
-                        "weight": float(result[f"{role}_pattern"][i, k]),
-                        "expected_false": bound,
-                    }
-                )
-    columns = ["channel", "role", "neuron", "frequency", "weight", "expected_false"]
+                row = {"channel": k, "role": role, "neuron": labels[i]}
+                row.update({name: float(v[i, k]) for name, v in values.items()})
+                row["weight"] = float(weights[i, k])
+                if not fdr:
+                    row["expected_false"] = float(result[f"{role}_expected_false"][k])
+                rows.append(row)
+    columns = ["channel", "role", "neuron", *extra, "weight"]
+    columns += [] if fdr else ["expected_false"]
     return pd.DataFrame(rows, columns=columns)
 
 
