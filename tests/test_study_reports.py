@@ -213,7 +213,6 @@ def _run_all():
 #: Folders whose tables predate the code that writes their README; each is
 #: rerun, with a run record, and then leaves this set (the test checks it).
 STALE = {
-    "park2024": "tables from before the verdicts and the asymmetry test; rerun pending",
     "semedo2019": "tables from before the verdicts and the asymmetry test; rerun pending",
 }
 
