@@ -250,69 +250,6 @@ def joint_step():
     }
 
 
-def park2024():
-    """``studies/park2024_state_gating.py``: effect sizes, MDEs, controls, split by state."""
-    tests = [r for r in _rows("park2024/tests.csv") if r["analysis"] == "real"]
-    mde = {}  # session -> MDE, in the table's (time) order of sessions
-    for r in _rows("park2024/power.csv"):
-        mde[r["session"]] = float(r["mde"]) if r["mde"] else float("inf")
-    small = [v for v in mde.values() if v <= 0.005]
-    large = {s: v for s, v in mde.items() if v > 0.005}
-    summary = {r["quantity"]: r for r in _rows("park2024/summary.csv")}
-
-    def split(state, method):
-        return int(float(summary[f"split_by_state_significant[{state}, {method}]"]["value"]))
-
-    n = int(summary["split_by_state_significant[pupil, mics]"]["n"])
-    effects = [float(r["effect_size"]) for r in tests]
-    return {
-        "park_effect_low": _percent(min(effects)),
-        "park_effect_high": _percent(max(effects), 1) if max(effects) < -5e-5 else "0%",
-        "park_mde_small_n": {5: "five", 6: "six", 7: "seven"}.get(len(small), str(len(small))),
-        "park_mde_small_max": _percent(max(small)),
-        "park_mde_small_span": _span([100 * v for v in small], "{:.2g}") + "%",
-        "park_mde_large": " and ".join(_percent(v) for v in large.values()),
-        "park_mde_large_sessions": " and ".join(large),
-        "park_split_subspace_pupil": f"{split('pupil', 'split_subspace')}/{n}",
-        "park_split_mics_pupil": f"{split('pupil', 'mics')}/{n}",
-        "park_split_subspace_resid_pupil": f"{split('pupil', 'split_subspace_resid')}/{n}",
-    }
-
-
-def semedo2019():
-    """``studies/semedo2019_third_population.py``: the two forms of the modulator."""
-    summary = {r["quantity"]: r for r in _rows("semedo2019/summary.csv")}
-
-    def value(q):
-        return float(summary[q]["value"])
-
-    def ci(q):
-        lo, hi = re.findall(r"-?[\d.]+", summary[q]["detail"].split("CI")[1])[:2]
-        return float(lo), float(hi)
-
-    neurons, pcs = "V1 held-out neurons", "V1 held-out PCs"
-    power = _rows("semedo2019/power.csv")
-    top = max(100 * float(r["strength"]) for r in power)
-    at_top = [r for r in power if 100 * float(r["strength"]) == top]
-    found = {r["modulator"]: r["detections"] for r in at_top}
-    n_sims = at_top[0]["n_sims"]
-    n_lo, n_hi = ci(f"effect_size[{neurons}]")
-    p_lo, p_hi = ci(f"effect_size[{pcs}]")
-    return {
-        "semedo_p_pcs": f"{value(f'modulation_p[{pcs}]'):.3g}",
-        "semedo_p_holm_pcs": f"{value(f'modulation_p_holm[{pcs}]'):.2g}",
-        "semedo_p_neurons": f"{value(f'modulation_p[{neurons}]'):.3g}",
-        "semedo_effect_neurons": f"{100 * value(f'effect_size[{neurons}]'):#.2g}%",
-        "semedo_effect_neurons_ci": f"{_percent(n_lo)} to {_percent(n_hi, 1)}",
-        "semedo_effect_pcs": _percent(value(f"effect_size[{pcs}]"), 1),
-        "semedo_effect_pcs_ci": f"{_percent(p_lo)} to {_percent(p_hi)}",
-        "semedo_mde_pcs": _percent(value(f"mde[{pcs}]")),
-        "semedo_power_top": f"{top:.2g}%",
-        "semedo_power_pcs": f"{found[pcs]} of {n_sims}",
-        "semedo_power_neurons": f"{found[neurons]} of {n_sims}",
-    }
-
-
 SOURCES = (
     trials,
     channel_search,
@@ -322,8 +259,6 @@ SOURCES = (
     artifacts,
     sparse_members,
     joint_step,
-    park2024,
-    semedo2019,
 )
 
 
@@ -355,43 +290,5 @@ QUOTES = (
         "docs/tutorials/park_study.md",
         "changes {park_channel_search_changed} of the study's {park_channel_search_tests} "
         "statistics",
-    ),
-    (
-        "docs/tutorials/park_study.md",
-        "between {park_effect_low} and {park_effect_high} of the held-out target variance. In "
-        "{park_mde_small_n} of the seven sessions a channel carrying {park_mde_small_max} of "
-        "the target variance or less would have been found 80% of the time (MDE "
-        "{park_mde_small_span})",
-    ),
-    (
-        "docs/tutorials/park_study.md",
-        "in {park_mde_large_sessions} it takes about 1% (MDE {park_mde_large})",
-    ),
-    (
-        "docs/tutorials/park_study.md",
-        "(the subspace statistic in {park_split_subspace_pupil} sessions against "
-        "{park_split_mics_pupil})",
-    ),
-    (
-        "docs/tutorials/park_study.md",
-        "it still rejects in {park_split_subspace_resid_pupil} here",
-    ),
-    (
-        "docs/tutorials/semedo_study.md",
-        "The three held-out PCs pass the test (p = {semedo_p_pcs}, {semedo_p_holm_pcs} after a "
-        "Holm correction over the two forms); all 31 held-out neurons do not (p = "
-        "{semedo_p_neurons})",
-    ),
-    (
-        "docs/tutorials/semedo_study.md",
-        "one channel explains {semedo_effect_neurons} of the held-out V2 variance with the "
-        "neurons (interval {semedo_effect_neurons_ci}, below zero) and {semedo_effect_pcs} with "
-        "the PCs ({semedo_effect_pcs_ci})",
-    ),
-    (
-        "docs/tutorials/semedo_study.md",
-        "With the three PCs a planted channel carrying {semedo_power_top} of V2's variance is "
-        "found in {semedo_power_pcs} planted data sets (minimum detectable effect "
-        "{semedo_mde_pcs}); with all 31 neurons in {semedo_power_neurons}",
     ),
 )

@@ -13,6 +13,7 @@ differ; the sections are built here once, from the tables the study wrote
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 
 try:  # run as a script (studies/ on sys.path) or imported as studies.report
     import study_tools as tools
@@ -227,7 +228,16 @@ def control_line(what, summary, quantity, *, extra="") -> str:
         Text after the target (e.g. counts per modulator set).
     """
     row = summary.loc[quantity]
+    n, k_sig = int(row["n"]), int(row["n"]) - int(row["value"])
+    excess = stats.binomtest(k_sig, n, ALPHA, alternative="greater").pvalue if n else 1.0
+    warning = (
+        " **More controls reject than an exact test would (one-sided binomial p = "
+        f"{excess:.3f}): the test may be anti-conservative on these data, so read its "
+        "rejections here with caution.**"
+        if excess < ALPHA
+        else ""
+    )
     return (
-        f"- Negative controls {what}: non-significant in {int(row['value'])}/{int(row['n'])} "
-        f"({row['detail']}); target >= 95%.{extra}"
+        f"- Negative controls {what}: non-significant in {int(row['value'])}/{n} "
+        f"({row['detail']}); target >= 95%.{warning}{extra}"
     )

@@ -288,7 +288,8 @@ def _finding(row, explained=None):
         else f"top {row.n_modulators} PCs of the held-out V1, {explained:.1%} of its variance"
     )
     text = (
-        f"- **{row.modulator}** ({what}) as a modulator of V1 -> V2 (rank {int(row.rank)}): "
+        f"- **{row.modulator}** ({what}) as a modulator of V1 -> V2 (rank "
+        f"{int(row.rank)} selected on what the test's reduced model leaves of V2): "
         f"statistic {row.statistic:.5f} vs null mean {row.null_mean:.5f} and 95th percentile "
         f"{row.null_q95:.5f}; p = {row.p_value:.4f} with {int(row.n_perm)} permutations; "
         f"K = {int(row.n_channels)} channels selected. "

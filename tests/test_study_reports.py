@@ -212,9 +212,7 @@ def _run_all():
 
 #: Folders whose tables predate the code that writes their README; each is
 #: rerun, with a run record, and then leaves this set (the test checks it).
-STALE = {
-    "semedo2019": "tables from before the verdicts and the asymmetry test; rerun pending",
-}
+STALE: dict[str, str] = {}
 
 
 @pytest.mark.slow
