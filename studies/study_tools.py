@@ -516,7 +516,8 @@ def run_cached(path, key, fields, todo, func, n_jobs=2):
         return tuple(str(v) for v in values)
 
     done = {ident(r[k] for k in key) for r in read_runs(path, fields).to_dict("records")}
-    todo = [t for t in todo if ident(t) not in done]
+    # each data set once, even where a plan lists a cell twice
+    todo = [t for t in dict.fromkeys(todo) if ident(t) not in done]
     print(f"{len(todo)} data sets to run ({len(done)} already in {path})", flush=True)
     if not todo:
         return
