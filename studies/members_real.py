@@ -119,15 +119,22 @@ ESTIMATOR = dict(cv=5, n_init=1, verbose=0)
 
 
 # ----------------------------------------------------------------------------- designs
+def _baseline_rank(row):
+    """The recording's own baseline rank (the study's decomposition model); the rank the
+    test selected is that of its reduced target, with the communication regressed out."""
+    rank = row.get("baseline_rank", np.nan)
+    return int(rank) if pd.notna(rank) else int(row["rank"])
+
+
 def semedo_design(tests_csv=ROOT / "results" / "semedo2019" / "tests.csv"):
-    """Rank, selected K and p-value of the Semedo study's test with the held-out neurons."""
+    """Baseline rank, selected K and p-value of the Semedo study's test (held-out neurons)."""
     tests = pd.read_csv(tests_csv)
     row = tests[(tests.analysis == "real") & (tests.modulator == SEMEDO_MODULATOR)].iloc[0]
     return dict(
         dataset="semedo2019",
         recording="Semedo 2019 sample",
         modulator=SEMEDO_MODULATOR,
-        rank=int(row["rank"]),
+        rank=_baseline_rank(row),
         selected_k=int(row.n_channels),
         p_value=float(row.p_value),
         p_holm=np.nan,
@@ -153,7 +160,7 @@ def park_designs(tests_csv=ROOT / "results" / "park2024" / "tests.csv"):
             dataset="park2024",
             recording=r.session,
             modulator=r.modulators,
-            rank=int(r.rank),
+            rank=_baseline_rank(r._asdict()),
             selected_k=int(r.n_channels),
             p_value=float(r.p_value),
             p_holm=float(r.p_holm_set),
@@ -555,8 +562,9 @@ def _fdr_words(fdr_summary, d):
         any_member = c[[f"{role}_members" for role in ROLES]].sum(axis=1) > 0
         parts.append(
             f"at FDR {rate:g}: "
-            + ", ".join(f"{role} {int(r[f'{role}_members'])}/{int(r[f'{role}_n'])}"
-                        for role in ROLES)  # fmt: skip
+            + ", ".join(
+                f"{role} {int(r[f'{role}_members'])}/{int(r[f'{role}_n'])}" for role in ROLES
+            )  # fmt: skip
             + f"; controls with any member {int(any_member.sum())}/{n_ctrl}"
         )
     r = real[(real.fdr == FDR_RATES[0]) & (real.method == "by")].iloc[0]
@@ -583,8 +591,12 @@ def _fdr_words(fdr_summary, d):
             for _, row in bh.iterrows()
         )
         + ". Smallest q-value per role (BY; "
-        + ("" if r.channel_named else "not a claim while the channel test is not significant: "
-           "the member tests pool the folds, which is valid only where the channel is real; ")
+        + (
+            ""
+            if r.channel_named
+            else "not a claim while the channel test is not significant: "
+            "the member tests pool the folds, which is valid only where the channel is real; "
+        )
         + ", ".join(f"{role} {r[f'{role}_min_q']:.3g}" for role in ROLES)
         + ")"
         + f"; lag-1 autocorrelation used to prewhiten {r.autocorrelation:.2f}."
@@ -717,8 +729,20 @@ def _fit_words(row):
     )
 
 
-def readme(out, summary, members, freqs, paths, designs, park_found, args, seconds, load,
-           fdr_summary=None, fdr_members=None):
+def readme(
+    out,
+    summary,
+    members,
+    freqs,
+    paths,
+    designs,
+    park_found,
+    args,
+    seconds,
+    load,
+    fdr_summary=None,
+    fdr_members=None,
+):
     real = summary[summary.analysis == "real"]
     ctrl = summary[summary.analysis != "real"]
     lines = [
@@ -1035,8 +1059,20 @@ def main(argv=None):
         members_figure(semedo_real, args.out / "semedo_members.png")
     seconds = time.perf_counter() - start
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    readme(args.out, summary, members, freqs, paths, designs, park_found, args, seconds, load,
-           fdr_summary=fdr_summary, fdr_members=fdr_members)
+    readme(
+        args.out,
+        summary,
+        members,
+        freqs,
+        paths,
+        designs,
+        park_found,
+        args,
+        seconds,
+        load,
+        fdr_summary=fdr_summary,
+        fdr_members=fdr_members,
+    )
     print(f"done in {seconds / 60:.1f} min; wrote {args.out}")
 
 
