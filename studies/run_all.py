@@ -135,6 +135,13 @@ STUDIES = (
         runs=((), ("--stability",), ("--default", "--seeds", "5")),
         cost="30 min",
     ),
+    Study(
+        "member_fdr",
+        "studies/validation/member_fdr.py",
+        runs=(("run", "--part", "null", "--seeds", "100"), ("run", "--part", "sweep")),
+        cost="40 min (appends to runs/, resumes)",
+        report=("report",),
+    ),
     Study("sparse_null", "studies/validation/sparse_null.py", cost="10 min"),
     Study("sparse_rrr", "studies/validation/sparse_rrr.py", cost="3 min"),
     Study(
