@@ -292,6 +292,8 @@ def _anderson_step(A, G, half, W, AW, hist, n_hist, depth):
     if f_ext < f_now:
         W[...] = ext
         AW[...] = A_ext
+
+
 # ----------------------------------------------------------------------------- artifact scores
 @_jit
 def _median3(a, b, c):

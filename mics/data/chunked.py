@@ -90,18 +90,18 @@ def _check_shifts(shifts, p, m, q):
     return x_shift, z_shift, y_shift
 
 
-# Every graph of the chunked paths is built (_blocks) and computed (_compute)
-# unoptimised. Optimising fuses a slice's getitem tasks into aliases under the
-# slice's key names, so a second graph over the same sliced arrays (the null
-# data sets of a test, a fit then a test) resubmits those keys with another
-# task spec, which distributed reports as able to "cause failures and
-# deadlocks". Unoptimised, every graph carries the same spec for a key: the
-# same results, and no time lost, since the work is in each block's moment
-# pass, not in tasks to fuse.
+# Every graph of the chunked paths is built (_blocks) and computed
+# (compute_unoptimised) unoptimised. Optimising fuses a slice's getitem tasks
+# into aliases under the slice's key names, so a second graph over the same
+# sliced arrays (the null data sets of a test, a fit then a test) resubmits
+# those keys with another task spec, which distributed reports as able to
+# "cause failures and deadlocks". Unoptimised, every graph carries the same
+# spec for a key: the same results, and no time lost, since the work is in
+# each block's moment pass, not in tasks to fuse.
 _UNOPTIMISED = {"optimize_graph": False}
 
 
-def _compute(*collections):
+def compute_unoptimised(*collections):
     """``dask.compute`` of the collections, unoptimised (see ``_UNOPTIMISED``)."""
     import dask
 
@@ -115,12 +115,12 @@ def _blocks(a):
 
 def _mean_shifts(X, Y, Z):
     """Column means, computed by Dask (one pass, memory bounded by a block)."""
-    return _compute(X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
+    return compute_unoptimised(X.mean(axis=0), Z.mean(axis=0), Y.mean(axis=0))
 
 
 def _first_block_means(*arrays):
     """Column means of each array's first row block: roughly the means, for one block."""
-    return _compute(*(a.blocks[0].mean(axis=0) for a in arrays))
+    return compute_unoptimised(*(a.blocks[0].mean(axis=0) for a in arrays))
 
 
 def first_block_shifts(X, Y, Z):
@@ -216,7 +216,7 @@ def moments_from_dask(X, Y, Z, *, shifts=None, interaction=True, split_every=_SP
             raise ValueError(f"shifts must be a tuple, 'first_block' or None, got {shifts!r}.")
         shifts = first_block_shifts(X, Y, Z)
     shifts = _check_shifts(shifts, p, m, q)
-    return _compute(_delayed_moments(X, Y, Z, shifts, interaction, split_every))[0]
+    return compute_unoptimised(_delayed_moments(X, Y, Z, shifts, interaction, split_every))[0]
 
 
 def moments_from_sessions(
@@ -462,7 +462,7 @@ def fold_moments_delayed(X, Y, Z, splits=None, shifts="first_block"):
 def fold_moments(X, Y, Z, splits=None, shifts="first_block"):
     """:func:`fold_moments_delayed`, computed on the active Dask scheduler."""
 
-    return _compute(fold_moments_delayed(X, Y, Z, splits, shifts))[0]
+    return compute_unoptimised(fold_moments_delayed(X, Y, Z, splits, shifts))[0]
 
 
 def lazy_inputs(X, Y, Z):
@@ -501,7 +501,7 @@ def residualize(Y, Z):
     shifts = _first_block_means(Z, Y)
     sums = _xy_moments_delayed(Z, Y, None, shifts, names=("Z", "Y"))
     # the regression of Y on Z: Z in the source slot of the linear moments
-    (moments,) = _compute(sums)
+    (moments,) = compute_unoptimised(sums)
     n, sz, sy, zz, zy = moments.n, moments.sx, moments.sy, moments.Sxx, moments.Sxy
     dz, dy = sz / n, sy / n
     Szz = zz - n * np.outer(dz, dz)
@@ -524,7 +524,7 @@ def modulator_design(Z):
     from mics.core.conditioning import hinge_knots, modulator_hinges
 
     Z = Z.rechunk({1: -1})
-    (values,) = _compute(Z)
+    (values,) = compute_unoptimised(Z)
     knots = hinge_knots(np.asarray(values, dtype=np.float64))
     width = int(sum(k.size for k in knots))
     hinges = da.map_blocks(
@@ -547,7 +547,7 @@ def with_trial_means(X, codes, counts):
 
     weights = np.zeros((codes.size, counts.size))
     weights[np.arange(codes.size), codes] = 1.0 / counts[codes]
-    (means,) = _compute(da.from_array(weights, chunks=(X.chunks[0], -1)).T @ X)
+    (means,) = compute_unoptimised(da.from_array(weights, chunks=(X.chunks[0], -1)).T @ X)
     rows = da.from_array(codes, chunks=X.chunks[0])
     bar = rows.map_blocks(
         lambda c: means[c], dtype=np.float64, new_axis=1, chunks=(X.chunks[0], (X.shape[1],))
@@ -598,7 +598,7 @@ def compute_in_batches(tasks, batch, desc, verbose):
             # A threaded scheduler runs several fits at once in this process:
             # one BLAS thread each (a cluster's worker processes set their own).
             with single_blas_thread():
-                results = _compute(*tasks[start : start + batch])
+                results = compute_unoptimised(*tasks[start : start + batch])
             for r in results:
                 bar.update()
                 yield r
@@ -732,7 +732,7 @@ def xy_fold_moments(X, Y, splits):
     total, tests, excluded = _fold_graph(
         X.shape[0], list(splits), lambda idx: _xy_moments_delayed(X, Y, idx, shifts), _add_xy
     )
-    total, tests, excluded = _compute(total, tests, excluded)
+    total, tests, excluded = compute_unoptimised(total, tests, excluded)
     folds = [(t, t if e is None else e) for t, e in zip(tests, excluded, strict=True)]
     return total, folds, shifts
 
@@ -798,4 +798,4 @@ def map_row_blocks(func, *arrays, blocks=None, min_rows=1):
     parts = [[None] * len(rows_) if a is None else list(_blocks(a)) for a in arrays]
     task = dask.delayed(func, pure=True)
     tasks = [task(int(o), *(b[i] for b in parts)) for i, o in enumerate(offsets)]
-    return list(_compute(*tasks))
+    return list(compute_unoptimised(*tasks))

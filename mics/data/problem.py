@@ -423,9 +423,9 @@ class ChunkedProblem(Problem):
         return xy_fold_moments(self.X, self.Y, splits)
 
     def target_sum_of_squares(self):
-        from mics.data.chunked import _compute
+        from mics.data.chunked import compute_unoptimised
 
-        (total,) = _compute((self.Y.astype(np.float64) ** 2).sum())  # unoptimised: see chunked
+        (total,) = compute_unoptimised((self.Y.astype(np.float64) ** 2).sum())
         return float(total)
 
     def residualized(self, nonlinear=False, extra=None):
@@ -468,13 +468,13 @@ class ChunkedProblem(Problem):
     def _cross_products(self, G, S, splits):
         import dask.array as da
 
-        from mics.data.chunked import _compute
+        from mics.data.chunked import compute_unoptimised
 
         chunks = (self.X.chunks[0], G.shape[1])
         parts = [da.from_array(G, chunks=chunks), self.Z]
         A = da.concatenate(parts if S is None else [parts[0], S, parts[1]], axis=1)
         products = [A[test].T @ A[test] for _, test in splits]
-        total, *folds = _compute(A.T @ A, *products)  # unoptimised: see chunked
+        total, *folds = compute_unoptimised(A.T @ A, *products)
         return np.asarray(total), [
             (np.asarray(f), len(t)) for f, (_, t) in zip(folds, splits, strict=True)
         ]

@@ -493,14 +493,7 @@ def simulate(
         geometry=list(geometries),
         gating_neurons=gating,
     )
-    if n_src_members or n_tgt_members:
-        truth.source_members_ = A != 0
-        truth.target_members_ = Bpat != 0
-        truth.modulator_members_ = C != 0
-    if layout is not None:
-        truth.shared_variability = {**shared, "populations": tuple(shared["populations"])}
-        for pop, lay in layout.items():
-            setattr(truth, f"{pop}_positions_", lay["positions"])
+    _record_structure(truth, bool(n_src_members or n_tgt_members), layout, shared)
     if calcium is not None:
         truth.source_rates, truth.target_rates = X, Y
         X = _calcium_traces(rng, X, **calcium)
@@ -509,6 +502,18 @@ def simulate(
 
 
 # --------------------------------------------------------------------- checks
+
+
+def _record_structure(truth, members, layout, shared):
+    """Add the member masks and the shared-variability layout to ``truth`` (when simulated)."""
+    if members:
+        truth.source_members_ = truth.source_patterns_ != 0
+        truth.target_members_ = truth.target_patterns_ != 0
+        truth.modulator_members_ = truth.modulator_patterns_ != 0
+    if layout is not None:
+        truth.shared_variability = {**shared, "populations": tuple(shared["populations"])}
+        for pop, lay in layout.items():
+            setattr(truth, f"{pop}_positions_", lay["positions"])
 
 
 def _check_structure(p, q, m, K, geometries, *, source_dim, shared_variability,
