@@ -68,6 +68,8 @@ def offline_site(tmp_path_factory):
     shutil.copytree(ROOT / "mics", root / "mics", ignore=shutil.ignore_patterns("__pycache__"))
     skip = ("_build", "api", "jupyter_execute", "__pycache__", ".ipynb_checkpoints")
     shutil.copytree(ROOT / "docs", root / "docs", ignore=shutil.ignore_patterns(*skip))
+    # the pages include results files and quote figures from them, as a clone has them
+    shutil.copytree(ROOT / "results", root / "results", ignore=shutil.ignore_patterns("cache"))
     (base / "empty").mkdir()
     (base / "home").mkdir()
     env = {

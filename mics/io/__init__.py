@@ -39,15 +39,17 @@ Typical use::
 
 from __future__ import annotations
 
-from mics.io._common import DATA_DIR_ENV, data_dir
+from mics.io._common import DATA_DIR_ENV as DATA_DIR_ENV
+from mics.io._common import data_dir
 from mics.io._inputs import build_inputs
 from mics.io.caiman import load_caiman
 from mics.io.nwb import load_nwb
 from mics.io.park2024 import load_park2024
 from mics.io.suite2p import load_suite2p
 
+# DATA_DIR_ENV (the environment variable naming the recordings' folder) is
+# importable from here for mics.datasets, but it is a constant, not an API page.
 __all__ = [
-    "DATA_DIR_ENV",
     "build_inputs",
     "data_dir",
     "load_caiman",
