@@ -507,18 +507,9 @@ MODULATOR_PCS = "V1 held-out PCs"
 
 def report_only(parser, argv, out):
     """``README.md`` rebuilt from the tables in ``out``, with the settings of their run."""
-    args, run = tools.run_args(parser, out, argv)
-    if run is None:  # tables made before run records: the README's header has the run time
-        run = tools.run_time_from_readme(out / "README.md") or dict(seconds=float("nan"))
-        args.n_jobs = run.get("n_jobs", args.n_jobs)
-    args.cached, args.time_note = run.get("cached", 0), run.get("time_note", "")
-    tables = {
-        name: pd.read_csv(out / f"{name}.csv")
-        for name in (
-            "subspaces", "tests", "decomposition", "summary", "asymmetry", "power",
-            "split_by_state",
-        )
-    }  # fmt: skip
+    names = ("subspaces", "tests", "decomposition", "summary", "asymmetry", "power",
+             "split_by_state")  # fmt: skip
+    args, run, tables = tools.report_inputs(parser, argv, out, names)
     explained = tables["summary"].set_index("quantity").loc["modulator_variance_explained"]
     readme(
         out, tables["subspaces"], tables["tests"], tables["decomposition"], tables["summary"],

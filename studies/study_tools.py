@@ -430,6 +430,29 @@ def run_args(parser, out, argv):
     return parser.parse_args(shlex.split(run["command"])[2:]), run
 
 
+def report_inputs(parser, argv, out, names):
+    """What a real-data study's ``--report-only`` needs: the run's options and its tables.
+
+    Returns
+    -------
+    args : argparse.Namespace
+        The run's options (:func:`run_args`), with ``cached`` and ``time_note``.
+    run : dict
+        Its run record (``seconds``, ...); for tables made before run records,
+        what the README's header says.
+    tables : dict of pandas.DataFrame
+        ``out / f"{name}.csv"`` for each of ``names``.
+    """
+    import pandas as pd
+
+    args, run = run_args(parser, out, argv)
+    if run is None:  # tables made before run records: the README's header has the run time
+        run = run_time_from_readme(out / "README.md") or dict(seconds=float("nan"))
+        args.n_jobs = run.get("n_jobs", args.n_jobs)
+    args.cached, args.time_note = run.get("cached", 0), run.get("time_note", "")
+    return args, run, {name: pd.read_csv(out / f"{name}.csv") for name in names}
+
+
 def run_time_note(cache, seconds, n_cached, n_tests):
     """Remember how long a run that computed every test took; quote it when all come from cache.
 

@@ -115,6 +115,12 @@ class _LinearPart:
         """The caches of earlier fits on this operator, to hand to a rebuilt one."""
         return {k: self.__dict__[k] for k in self._FIT_CACHES if k in self.__dict__}
 
+    def fit_cache(self, name):
+        """The named cache of fits on this operator (created empty), one of ``_FIT_CACHES``."""
+        if name not in self._FIT_CACHES:
+            raise KeyError(f"not a fit cache of an operator: {name!r}")
+        return self.__dict__.setdefault(name, {})
+
     def restore_caches(self, caches):
         """Take over :meth:`fit_caches` of an earlier operator of the same fold."""
         for key, value in (caches or {}).items():
@@ -558,7 +564,7 @@ def profiled_source(op, alpha_B):
     the joint stage solves the baseline once per sweep, and its solution
     differs from the channel-free one by rank-``K`` terms only.
     """
-    cache = op.__dict__.setdefault("_profile_cache", {})
+    cache = op.fit_cache("_profile_cache")
     if alpha_B not in cache:
         Szz_inv_Szx = solve_psd(op.Szz, op.Sxz.T)
         Sxx_t = op.Sxx - op.Sxz @ Szz_inv_Szx
@@ -1340,7 +1346,7 @@ def _starts(op, rank, alpha_B, baseline, K, warm_start, n_init, rng):
     list of (Bm0, C0)
         ``Bm0`` (q, K) and ``C0`` (m, K) per start.
     """
-    cache = op.__dict__.setdefault("_init_cache", {})
+    cache = op.fit_cache("_init_cache")
     key = (rank, alpha_B)
     if key not in cache:
         cache[key] = interaction_init(op, baseline.B, baseline.D, basis=baseline.basis)
