@@ -250,6 +250,32 @@ def joint_step():
     }
 
 
+def null_families():
+    """``studies/validation/null_families.py``: the default test where nothing gates."""
+    null = [
+        r
+        for r in _rows("null_families/summary.csv")
+        if r["gate"] == "0" and r["test"] == "mics"
+        and r["method"] == "default" and r["estimator"] == "cheap"
+    ]  # fmt: skip
+    cell = {(r["subfamily"], r["size"]): r for r in null}
+
+    def k(sub, size):
+        r = cell[(sub, size)]
+        return f"{r['rejected']} of {r['n']}"
+
+    park = [float(r["rate"]) for r in null if r["size"] == "park"]
+    return {
+        "null_park_max": _percent(max(park)),
+        "null_semedo_bursty": k("bursty", "semedo"),
+        "null_semedo_quadratic": k("nonlinear_quadratic", "semedo"),
+        "null_semedo_threshold": k("nonlinear_threshold", "semedo"),
+        "null_semedo_bursty_undriven": k("bursty_undriven", "semedo"),
+        "null_semedo_bursty_finite": k("bursty_finite_variance", "semedo"),
+        "null_park_bursty": k("bursty", "park"),
+    }
+
+
 SOURCES = (
     trials,
     channel_search,
@@ -259,6 +285,7 @@ SOURCES = (
     artifacts,
     sparse_members,
     joint_step,
+    null_families,
 )
 
 

@@ -99,7 +99,7 @@ STUDIES = (
     Study(
         "null_families",
         "studies/validation/null_families.py",
-        runs=(("--plan", "calibration"), ("--plan", "power")),
+        runs=(("--plan", "calibration"), ("--plan", "bursty"), ("--plan", "power")),
         cost="several hours (appends to runs.csv, resumes)",
         report=("--plan", "report"),
     ),

@@ -201,6 +201,9 @@ def test_chunked_modulation_test_equals_in_memory(data, modulation_reference):
     assert a.p_value == b.p_value
 
 
+# A distributed scheduler, even in-process, costs about a minute here (task
+# overhead on every fold fit): a --full test, like the other slow validations.
+@pytest.mark.slow
 def test_distributed_modulation_test_equals_local(data, modulation_reference):
     from distributed import Client, LocalCluster
 
@@ -394,6 +397,9 @@ def test_chunked_selection_reads_each_row_once(data, monkeypatch, gap):
     assert sum(rows) == 600  # ReducedRankRegressionCV has no gap
 
 
+# A distributed scheduler, even in-process, costs about a minute here (task
+# overhead on every fold fit): a --full test, like the other slow validations.
+@pytest.mark.slow
 def test_repeated_graphs_on_the_same_arrays_keep_their_keys(data):
     # Blocks are handed to the fits through ``to_delayed``. Optimised, it
     # fuses a slice's getitem tasks into aliases under the slice's own key

@@ -293,3 +293,89 @@ def test_source_map_diagnostic_sees_a_nonlinear_map():
         r2[family] = reduced.source_map_r2
     # u + 0.3 u^2 on the communicated components: a few percent of the variance
     assert r2["nonlinear"] > 0.02 > r2["linear"]
+
+
+# -------------------------------------------------- a modulator carried by a few trials
+
+
+def test_effective_units_count_the_trials_that_carry_the_modulator():
+    from mics.workflows.inference import modulator_units
+
+    rng = np.random.default_rng(6)
+    groups = np.repeat(np.arange(20), 10)
+    X, Y = rng.standard_normal((200, 4)), rng.standard_normal((200, 3))
+    Z = np.zeros((200, 2))
+    for trial in (2, 9, 15):  # three trials carry it, alike (same squares, shuffled)
+        Z[groups == trial] = rng.permutation(np.r_[np.full(5, 3.0), np.full(5, -3.0)])[:, None]
+    # standardised as the package does, counted directly
+    centred = (Z - Z.mean(0)) / Z.std(0)
+    e = np.bincount(groups, weights=(centred**2).sum(1))
+    expected = e.sum() ** 2 / (e**2).sum()
+    got = modulator_units(make_problem(X, Y, Z, groups=groups))
+    assert got["modulator_units"] == 20 and got["modulator_unit"] == "trial"
+    assert got["modulator_effective_units"] == pytest.approx(expected, rel=1e-12)
+    assert expected == pytest.approx(3.0)  # balanced: the mean is 0, the rest stay silent
+    # units change nothing; every trial alike gives all of them
+    scaled = np.column_stack([1e3 * Z[:, 0], -1e-3 * Z[:, 1] + 5.0])
+    again = modulator_units(make_problem(X, Y, scaled, groups=groups))
+    assert again["modulator_effective_units"] == pytest.approx(expected, rel=1e-9)
+    even = np.tile(np.r_[np.ones(5), -np.ones(5)], 20)[:, None]
+    assert modulator_units(make_problem(X, Y, even, groups=groups))[
+        "modulator_effective_units"
+    ] == pytest.approx(20)
+    # without trial ids: blocks of round(sqrt(n)) = 14 samples
+    blocks = modulator_units(make_problem(X, Y, Z))
+    assert blocks["modulator_unit"] == "block" and blocks["modulator_units"] == 15
+
+
+@pytest.mark.filterwarnings("ignore:.*look like artifacts")  # the heavy tails, on purpose
+def test_effective_units_of_dask_inputs_match_memory():
+    da = pytest.importorskip("dask.array")
+    from mics.workflows.inference import modulator_units
+
+    X, Z, groups = _design(seed=8)
+    Z = Z * np.random.default_rng(8).pareto(1.5, size=(Z.shape[0], 1))  # heavy tails
+    Y = np.random.default_rng(8).standard_normal((X.shape[0], 2))
+    mem = modulator_units(make_problem(X, Y, Z, groups=groups))
+    lazy = modulator_units(
+        make_problem(*(da.from_array(a, chunks=(130, -1)) for a in (X, Y, Z)), groups=groups)
+    )
+    assert lazy["modulator_units"] == mem["modulator_units"]
+    assert lazy["modulator_effective_units"] == pytest.approx(
+        mem["modulator_effective_units"], rel=1e-10
+    )
+
+
+@pytest.mark.parametrize(
+    ("effective", "r2_source", "said"),
+    [(9.0, 0.8, "caveat"), (9.0, 0.1, "count"), (9.0, np.nan, "count"), (150.0, 0.8, "")],
+)
+def test_a_modulator_in_few_trials_that_the_source_predicts_is_named(effective, r2_source, said):
+    test = _test(0.01, 0.02, [0.01, 0.03])
+    test.modulator_effective_units, test.modulator_units = effective, 400
+    test.modulator_unit, test.modulator_r2_source = "trial", r2_source
+    text = test.summary()
+    assert ("sits in about 9 of the 400 trials" in text) == (said != "")
+    assert ("over-rejected in simulations" in text) == (said == "caveat")
+
+
+def test_bursty_null_family_draws_the_caveat_and_a_linear_one_does_not():
+    # The two ends of results/null_families: a bursty modulator that drives
+    # the source (few trials carry it) and the linear family (all of them do).
+    est = mics.MICs(cv=4, max_channels=1, n_init=1, max_iter=50, verbose=0, random_state=0)
+    size = dict(n_trials=60, n_samples_per_trial=10, n_source=8, n_target=6, n_modulators=1)
+    texts, shares = {}, {}
+    for family in ("bursty", "linear"):
+        data, _ = mics.simulate_null_family(family, size=size, random_state=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            test = mics.test_modulation(
+                est, data.X, data.Y, data.Z, groups=data.trial.values, n_permutations=2,
+                n_boot=0, verbose=0, random_state=0,
+            )  # fmt: skip
+        texts[family] = test.summary()
+        shares[family] = test.modulator_effective_units / test.modulator_units
+        assert test.modulator_units == 60 and test.modulator_unit == "trial"
+    assert shares["bursty"] < 0.15 < 0.5 < shares["linear"]
+    assert "over-rejected in simulations" not in texts["linear"]
+    assert "sits in about" in texts["bursty"]

@@ -266,6 +266,16 @@ class Problem:
         """``sum(Y ** 2)`` (of a residualised target: its residual sum of squares)."""
         raise NotImplementedError
 
+    def modulator_energy(self):  # pragma: no cover - abstract
+        """Per sample, the squares of the modulator's columns summed, each in units of its spread.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            ``sum_j ((z_j - mean_j) / sd_j) ** 2`` (a constant column adds 0).
+        """
+        raise NotImplementedError
+
     def _source_target_sums(self):
         """Sums of the source and target (``RawLinearMoments``-like: ``n``, ``sx``, ``Sxx``...)."""
         total, _ = self.fold_moments(None, interaction=False)
@@ -339,6 +349,9 @@ class ArrayProblem(Problem):
 
     def target_sum_of_squares(self):
         return float(np.sum(np.asarray(self.Y, dtype=np.float64) ** 2))
+
+    def modulator_energy(self):
+        return _standardised_squares(np.asarray(self.Z, dtype=np.float64))
 
     def residualized(self, nonlinear=False, extra=None):
         from mics.core.conditioning import hinge_knots, modulator_hinges
@@ -427,6 +440,12 @@ class ChunkedProblem(Problem):
 
         (total,) = compute_unoptimised((self.Y.astype(np.float64) ** 2).sum())
         return float(total)
+
+    def modulator_energy(self):
+        from mics.data.chunked import compute_unoptimised
+
+        (energy,) = compute_unoptimised(_standardised_squares(self.Z.astype(np.float64)))
+        return np.asarray(energy)
 
     def residualized(self, nonlinear=False, extra=None):
         import dask.array as da
@@ -548,6 +567,14 @@ class MomentProblem(Problem):
 #: trial-level state is read from the whole trial; without them the null's
 #: residual kept part of what the source predicts, results/null_families/).
 _TRIAL_MEANS = True
+
+
+def _standardised_squares(Z):
+    """``sum_j ((z_j - mean_j) / sd_j) ** 2`` per row, for NumPy or Dask ``Z`` (lazy for Dask)."""
+    centred = Z - Z.mean(axis=0)
+    sd = centred.std(axis=0)
+    scale = 1.0 / (sd + (sd == 0))  # a constant column stays 0
+    return ((centred * scale) ** 2).sum(axis=1)
 
 
 def _trial_codes(groups):

@@ -246,13 +246,13 @@ def figure(summary, path):
 def readme(summary, runs, out):
     s = summary.copy()
     s["asymmetric at 0.05"] = [tools.rate_text(r) for r in s.itertuples()]
-    s["P(>=k | 0.05)"] = s.p_excess.map(lambda v: f"{v:.3f}")
+    s["P(>=k)"] = s.p_excess.map(lambda v: f"{v:.3f}")
     s["neurons"] = s["size"].map(lambda k: f"{SIZES[k][0]}/{SIZES[k][1]}")
     s["mean d (fitted -> corrected)"] = [
         f"{r.mean_difference_observed:+.3f} -> {r.mean_difference:+.3f}" for r in s.itertuples()
     ]
     sym = s[s.family.isin(SYMMETRIC)]
-    cols = ["family", "size", "neurons", "snr", "asymmetric at 0.05", "P(>=k | 0.05)",
+    cols = ["family", "size", "neurons", "snr", "asymmetric at 0.05", "P(>=k)",
             "mean d (fitted -> corrected)"]  # fmt: skip
     hours = runs.seconds.sum() / 3600
     lines = [
@@ -264,7 +264,8 @@ def readme(summary, runs, out):
         f"Test: `mics.asymmetry(MICs(rank=2, n_channels=K, n_init=1, tol=1e-5).fit(...), "
         f"n_boot={N_BOOT})`, the chance-corrected t-test of private source against private "
         f"target energy; T = {T} (Park: 128 trials x 49 samples, whole trials resampled). A "
-        "calibrated test says 'asymmetric' in 5% of data sets where the truth is symmetric.",
+        "calibrated test says 'asymmetric' in 5% of data sets where the truth is symmetric; "
+        "`P(>=k)` is the binomial probability of at least that many for an exact test at 0.05.",
         "",
     ]
     if len(sym):

@@ -315,8 +315,9 @@ def figure(summ, path):
                 if not len(s):
                     continue
                 label = LABELS[method] if T == 2000 else None
-                for i, (col, lo, hi) in enumerate((("fdr", "fdr_low", "fdr_high"),
-                                                   ("recall", "recall_low", "recall_high"))):
+                for i, (col, lo, hi) in enumerate(
+                    (("fdr", "fdr_low", "fdr_high"), ("recall", "recall_low", "recall_high"))
+                ):
                     ax = axes[i, j]
                     ax.errorbar(s.strength + (0.006 if T == 1000 else 0), s[col],
                                 yerr=[s[col] - s[lo], s[hi] - s[col]], color=colours[method],
@@ -354,16 +355,23 @@ def fov_figure(path, seed=0):
     fig, axes = plt.subplots(2, 3, figsize=(12, 8), layout="constrained")
     panels = [
         ("truth", {r: getattr(truth, f"{r}_members_") for r in ("source", "target")}),
-        ("member_neurons, FDR 0.1 (BY)", {r: named["fdr_by"][r][:, None] for r in
-                                         ("source", "target")}),  # fmt: skip
-        ('MICs(sparsity="cv")', {r: named["sparse_cv"][r][:, None] for r in
-                                 ("source", "target")}),  # fmt: skip
+        (
+            "member_neurons, FDR 0.1 (BY)",
+            {r: named["fdr_by"][r][:, None] for r in ("source", "target")},
+        ),  # fmt: skip
+        (
+            'MICs(sparsity="cv")',
+            {r: named["sparse_cv"][r][:, None] for r in ("source", "target")},
+        ),  # fmt: skip
     ]
     for j, (title, lists) in enumerate(panels):
         ds = xr.Dataset(
-            {f"{r}_members": xr.DataArray(lists[r], dims=(r, "channel"),
-                                          coords={r: np.arange(lists[r].shape[0])})
-             for r in lists}  # fmt: skip
+            {
+                f"{r}_members": xr.DataArray(
+                    lists[r], dims=(r, "channel"), coords={r: np.arange(lists[r].shape[0])}
+                )
+                for r in lists
+            }  # fmt: skip
         )
         mics.plotting.plot_members_fov(dense, positions=positions, stability=ds,
                                        same_field=False, annotate=False,
@@ -379,8 +387,11 @@ def fov_figure(path, seed=0):
                 axes[i, j].legend(fontsize="x-small")
             axes[i, j].set_title(f"{title}: {r}, {sel.sum()} named, {np.sum(sel & ~true)} "
                                  "not members", fontsize="small")  # fmt: skip
-    fig.suptitle(f"Simulated fields of view, seed {seed}: shared variance 0.8 (half of it "
-                 "spatially clustered, length 0.1), T = 2000, SNR 0.25", fontsize="small")
+    fig.suptitle(
+        f"Simulated fields of view, seed {seed}: shared variance 0.8 (half of it "
+        "spatially clustered, length 0.1), T = 2000, SNR 0.25",
+        fontsize="small",
+    )
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -444,7 +455,7 @@ def report(args):
                 lambda s: (s.m == 1) & (s.spatial == 0) & (s.n_channels == 1)
                 & (s.snr != 0.25))  # fmt: skip
     pop = table(summ, main_methods, ROLES, lambda s: (s.m > 1) & (s.n_channels == 1))
-    spatial = table(summ, main_methods, ROLES[:2], lambda s: (s.spatial > 0))
+    spatial = table(summ, main_methods, ROLES[:2], lambda s: s.spatial > 0)
     rates = table(summ, ["fdr_by", "fdr_by_0.2", "fdr_bh", "fdr_bh_0.2", "iid_by", "iid_bh"],
                   ROLES, lambda s: (s.n_channels == 1) & (s.snr == 0.25)
                   & (s.strength >= 0.8) & (s["T"] == 2000))  # fmt: skip
@@ -476,13 +487,14 @@ def report(args):
     seconds = sum(m["seconds"] for m in metas)
     run_lines = [
         f"- `run --part {m['part']}` seeds {m['seeds'][0]}-{m['seeds'][1]} "
-        f"({len(m['cells'])} cell(s); `MICs(sparsity=\"cv\")` on the first {m['sparse_seeds']}"
+        f'({len(m["cells"])} cell(s); `MICs(sparsity="cv")` on the first {m["sparse_seeds"]}'
         f", sparse RRR on the first {m['rrr_seeds']} seeds of each): {m['seconds'] / 60:.1f} "
         f"min at load {m['load']}"
         for m in metas
     ]
     per_set = df[df.method == "fdr_by"].drop_duplicates(
-        ["strength", "T", "snr", "m", "spatial", "n_channels", "seed"])
+        ["strength", "T", "snr", "m", "spatial", "n_channels", "seed"]
+    )
     med = per_set.groupby("m").seconds.median()
     lines = [
         "# Member lists at a false-discovery rate, with shared variability (issue 48)",
@@ -504,7 +516,7 @@ def report(args):
         + ", ".join(f"{v:.1f} s (m = {k})" for k, v in med.items())
         + " (under load; not a benchmark).",
         "",
-        "## Verdicts (the issue's \"Done when\")",
+        '## Verdicts (the issue\'s "Done when")',
         "",
         *verdicts(summ),
         "",

@@ -91,8 +91,16 @@ def predicted(drive, gate, strength, n_sims, seed=10_000):
         )  # fmt: skip
     seconds = (time.perf_counter() - t0) / n_sims
     return [
-        dict(kind="predicted", drive=drive, gate=gate, seed=i, strength=strength,
-             p_value=float(p), gate_fraction=np.nan, seconds=seconds)  # fmt: skip
+        dict(
+            kind="predicted",
+            drive=drive,
+            gate=gate,
+            seed=i,
+            strength=strength,
+            p_value=float(p),
+            gate_fraction=np.nan,
+            seconds=seconds,
+        )  # fmt: skip
         for i, p in enumerate(power.p_values[0, 0])
     ]
 
@@ -105,11 +113,20 @@ def summarize(runs):
         overlap = rf["ci_low"] <= rp["ci_high"] and rp["ci_low"] <= rf["ci_high"]
         rows.append(
             dict(
-                drive=drive, gate=gate, strength=f.gate_fraction.mean(),
-                fresh=rf["rejected"], fresh_n=rf["n"], fresh_rate=rf["rate"],
-                fresh_low=rf["ci_low"], fresh_high=rf["ci_high"],
-                predicted=rp["rejected"], predicted_n=rp["n"], predicted_rate=rp["rate"],
-                predicted_low=rp["ci_low"], predicted_high=rp["ci_high"], overlap=overlap,
+                drive=drive,
+                gate=gate,
+                strength=f.gate_fraction.mean(),
+                fresh=rf["rejected"],
+                fresh_n=rf["n"],
+                fresh_rate=rf["rate"],
+                fresh_low=rf["ci_low"],
+                fresh_high=rf["ci_high"],
+                predicted=rp["rejected"],
+                predicted_n=rp["n"],
+                predicted_rate=rp["rate"],
+                predicted_low=rp["ci_low"],
+                predicted_high=rp["ci_high"],
+                overlap=overlap,
             )  # fmt: skip
         )
     return pd.DataFrame(rows)
