@@ -201,8 +201,9 @@ def test_chunked_modulation_test_equals_in_memory(data, modulation_reference):
     assert a.p_value == b.p_value
 
 
-# A distributed scheduler, even in-process, costs about a minute here (task
-# overhead on every fold fit): a --full test, like the other slow validations.
+# A distributed scheduler, even in-process, adds task overhead to every fold
+# fit: the slowest tests of the suite, so --full runs them (with the other
+# slow validations) and the default run leaves them out.
 @pytest.mark.slow
 def test_distributed_modulation_test_equals_local(data, modulation_reference):
     from distributed import Client, LocalCluster
@@ -397,8 +398,9 @@ def test_chunked_selection_reads_each_row_once(data, monkeypatch, gap):
     assert sum(rows) == 600  # ReducedRankRegressionCV has no gap
 
 
-# A distributed scheduler, even in-process, costs about a minute here (task
-# overhead on every fold fit): a --full test, like the other slow validations.
+# A distributed scheduler, even in-process, adds task overhead to every fold
+# fit: the slowest tests of the suite, so --full runs them (with the other
+# slow validations) and the default run leaves them out.
 @pytest.mark.slow
 def test_repeated_graphs_on_the_same_arrays_keep_their_keys(data):
     # Blocks are handed to the fits through ``to_delayed``. Optimised, it
