@@ -213,7 +213,8 @@ def effect_fields(res):
     variance that ``effect_channels`` (= max(selected K, 1)) channels explain
     beyond the additive model, ``relative_effect`` the same as a share of
     the variance the baseline communicates; ``modulator_r2_*`` what the
-    conditional null kept of the modulator;
+    conditional null kept of the modulator; ``modulator_effective_units`` of
+    ``modulator_units`` trials carry the modulator's variance;
     ``effect_low``/``effect_high`` its trial-bootstrap interval (NaN without
     a bootstrap); ``gain_k`` the per-channel gains.
     """
@@ -226,6 +227,8 @@ def effect_fields(res):
         relative_effect=float(res.relative_effect),
         modulator_r2_drift=float(res.modulator_r2_drift),
         modulator_r2_source=float(res.modulator_r2_source),
+        modulator_effective_units=float(res.modulator_effective_units),
+        modulator_units=int(res.modulator_units),
         effect_channels=int(res.effect_channels),
         effect_n_boot=int(len(res.effect_draws)),
         channel_gains=" ".join(f"{g:.5f}" for g in res.channel_gains),
