@@ -1,9 +1,17 @@
-"""The modulation test: the observed fit and one null data set."""
+"""The modulation test: the observed fit and one null data set; the effect interval's cost."""
 
 from __future__ import annotations
 
 import mics
 from benchmarks import SIZES, data, quiet, warm_up
+
+
+def _test(X, Y, Z, **options):
+    """``test_modulation(MICs(random_state=0), X, Y, Z, ...)``, quietly, seed 0."""
+    with quiet():
+        mics.test_modulation(
+            mics.MICs(random_state=0, verbose=0), X, Y, Z, verbose=0, random_state=0, **options
+        )
 
 
 class ModulationTest:
@@ -28,17 +36,7 @@ class ModulationTest:
         self.X, self.Y, self.Z = data(**SIZES[size], rank=2, n_channels=1)
 
     def time_observed_and_one_null(self, size):
-        with quiet():
-            mics.test_modulation(
-                mics.MICs(random_state=0, verbose=0),
-                self.X,
-                self.Y,
-                self.Z,
-                n_permutations=1,
-                n_jobs=1,
-                verbose=0,
-                random_state=0,
-            )
+        _test(self.X, self.Y, self.Z, n_permutations=1, n_jobs=1)
 
 
 class EffectInterval:
@@ -62,14 +60,4 @@ class EffectInterval:
         self.X, self.Y, self.Z = mics.simulate(n_samples=2000, random_state=0)[:3]
 
     def time_test(self, n_boot):
-        with quiet():
-            mics.test_modulation(
-                mics.MICs(random_state=0, verbose=0),
-                self.X,
-                self.Y,
-                self.Z,
-                n_permutations=19,
-                n_boot=0 if n_boot == "none" else None,
-                verbose=0,
-                random_state=0,
-            )
+        _test(self.X, self.Y, self.Z, n_permutations=19, n_boot=0 if n_boot == "none" else None)
