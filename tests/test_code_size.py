@@ -1,9 +1,11 @@
-"""Functions a reader can hold (issue 49): few functions over 100 lines of code, none over 150.
+"""Functions a reader can hold (issue 49): few functions over 100 lines, none over 150.
 
-A function's size is its lines of code without its docstring (the docstring
-is documentation): ``end_lineno - lineno + 1`` of its ``def`` (decorators
-not counted), minus the lines of the docstring. A nested function counts
-in its enclosing function and on its own.
+A function's size is counted as the issue counted it: every line from its
+``def`` to its last line, signature and docstring included
+(``end_lineno - lineno + 1``; decorators not counted). A reader holds the
+docstring too, so a long parameter list is a reason to split, not an
+exemption. A nested function counts in its enclosing function and on its
+own.
 """
 
 import ast
@@ -26,22 +28,13 @@ MAX_LONG = 5
 PENDING_SPLITS: set[str] = set()
 
 
-def code_lines(node):
-    """Lines of a function's code without its docstring."""
-    n = node.end_lineno - node.lineno + 1
-    body = node.body
-    if (
-        body
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and isinstance(body[0].value.value, str)
-    ):
-        n -= body[0].end_lineno - body[0].lineno + 1
-    return n
+def function_lines(node):
+    """Lines of a function from its ``def`` to its end, docstring included."""
+    return node.end_lineno - node.lineno + 1
 
 
 def function_sizes(source):
-    """``qualified name -> code lines`` of every function of a module's source.
+    """``qualified name -> lines`` of every function of a module's source.
 
     Qualified as Python does: ``Class.method``, ``outer.inner``.
     """
@@ -52,7 +45,7 @@ def function_sizes(source):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}{child.name}"
                 if not isinstance(child, ast.ClassDef):
-                    sizes[name] = code_lines(child)
+                    sizes[name] = function_lines(child)
                 visit(child, f"{name}.")
             else:
                 visit(child, prefix)
@@ -62,7 +55,7 @@ def function_sizes(source):
 
 
 def package_sizes():
-    """``"path::name" -> code lines`` over every module of ``mics/``."""
+    """``"path::name" -> lines`` over every module of ``mics/``."""
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
@@ -71,7 +64,7 @@ def package_sizes():
     return out
 
 
-def test_code_lines_leave_out_the_docstring_and_count_nested_functions():
+def test_lines_count_the_docstring_and_nested_functions():
     source = textwrap.dedent(
         '''
         import functools
@@ -100,18 +93,19 @@ def test_code_lines_leave_out_the_docstring_and_count_nested_functions():
                 return self
         '''
     )
-    # outer: def line, b =, blank, def inner, docstring, return, blank, return
-    assert function_sizes(source) == {"outer": 8, "outer.inner": 2, "bare": 2, "Model.fit": 2}
+    # outer: def line, 3 docstring lines, b =, blank, def inner, docstring, return,
+    # blank, return; the decorator is not counted
+    assert function_sizes(source) == {"outer": 11, "outer.inner": 3, "bare": 2, "Model.fit": 2}
 
 
 def test_few_long_functions_and_none_too_long():
     sizes = package_sizes()
     counted = {name: n for name, n in sizes.items() if name not in PENDING_SPLITS}
     too_long = {name: n for name, n in counted.items() if n > LONGEST}
-    assert too_long == {}, f"functions over {LONGEST} lines of code: {too_long}"
+    assert too_long == {}, f"functions over {LONGEST} lines: {too_long}"
     long = dict(sorted(((k, n) for k, n in counted.items() if n > LONG), key=lambda kv: -kv[1]))
     assert len(long) <= MAX_LONG, (
-        f"{len(long)} functions over {LONG} lines of code (at most {MAX_LONG}): {long}"
+        f"{len(long)} functions over {LONG} lines (at most {MAX_LONG}): {long}"
     )
 
 

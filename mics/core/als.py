@@ -1091,9 +1091,8 @@ def fit_mic_model(
         the channel path) or as many (another penalty, the penalty path of
         :mod:`mics.model.penalty_path`): its target and modulator patterns,
         completed by the next HOSVD directions, are one more start (see
-        :func:`warm_start_patterns`).
-        Cross-validation uses it in place of random restarts; it must never
-        come from data that include the held-out block.
+        :func:`warm_start_patterns`). Cross-validation uses it instead of
+        random restarts: it must never come from data with the held-out block.
     accelerate : bool, default=True
         Line search along the last update in the modulation stage (after the
         probe sweeps that choose the start) and in the joint stage (from its
@@ -1104,25 +1103,23 @@ def fit_mic_model(
         (:mod:`mics.core.sparse`, from :func:`penalties` with ``sparsity``);
         ``loss_history`` then includes that penalty. None: the dense fit.
     dense_start : MICFit, optional
-        With ``group_penalty``: the dense fit (no group penalty, the same
-        ridge penalties) on the *same* operator. The group sweeps start
-        from its channels, and the dense modulation stage that would find
-        them again (its starts, probes and sweeps) is not run. A sparsity
-        path passes each fold's dense fit to its sparse candidates
-        (:func:`mics.model.warm_path.warm_path`). Ignored without a group
-        penalty.
+        With ``group_penalty`` (ignored without): the dense fit (the same
+        ridge penalties, no group penalty) on the *same* operator. The group
+        sweeps start from its channels and skip the dense modulation stage
+        that would find them again (its starts, probes and sweeps). A
+        sparsity path passes each fold's dense fit to its sparse candidates
+        (:func:`mics.model.warm_path.warm_path`).
     joint : {"auto", "alternate", "profiled"}, default="auto"
-        How the joint stage minimises the loss over the baseline and the
-        channels together. "alternate": (baseline | channels) and (channels
-        | baseline) in turn, with the line search of ``accelerate``, until
-        the relative loss decrease is below ``tol``. "profiled": the
-        baseline and the target patterns profiled out (variable projection,
-        :mod:`mics.core.profiled`) and the source and modulator patterns
-        moved by preconditioned L-BFGS from the best probed start (the
-        modulation stage is then not continued on its own), until the
-        decrease a block-Newton step predicts from the gradient is below
-        ``tol`` of the loss. "auto": as :func:`joint_method` decides from
-        the problem's shape. A group penalty always alternates.
+        How the joint stage minimises the loss over baseline and channels
+        together. "alternate": (baseline | channels) and (channels | baseline)
+        in turn, with the line search of ``accelerate``, until the relative
+        loss decrease is below ``tol``. "profiled": the baseline and target
+        patterns profiled out (variable projection, :mod:`mics.core.profiled`),
+        the source and modulator patterns moved by preconditioned L-BFGS from
+        the best probed start (the modulation stage is then not continued on
+        its own), until the decrease a block-Newton step predicts from the
+        gradient is below ``tol`` of the loss. "auto": as :func:`joint_method`
+        decides from the problem's shape. A group penalty always alternates.
 
     Returns
     -------

@@ -21,6 +21,7 @@ False-discovery control is :func:`scipy.stats.false_discovery_control`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg, stats
@@ -158,6 +159,47 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0, joi
     *full* hat matrix, ``H_gg = Q_g Q_g^T`` with ``Q`` an orthonormal basis
     of the whole design.
     """
+    design = _design(controls, tested, response, clusters, autocorrelation)
+    G = design.n_clusters
+    fit = _tested_fit(design.controls, design.tested, design.response)
+    sums = _cr2_sums(fit.basis, fit.weights, fit.resid, design.codes, n_clusters=G, joint=joint)
+    estimate = fit.estimate
+    std_error = np.sqrt(sums.meat)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        statistic = np.where(std_error > 0, estimate / std_error, 0.0)
+    p_value = 2.0 * stats.t.sf(np.abs(statistic), sums.dof[:, None])
+    joint_statistic = joint_p_value = None
+    if joint:
+        joint_statistic, joint_p_value = _joint_wald(estimate, sums.cov, G)
+    return ClusteredFit(
+        estimate=estimate,
+        std_error=std_error,
+        statistic=statistic,
+        p_value=p_value,
+        dof=sums.dof,
+        n_clusters=G,
+        n_columns=fit.n_columns,
+        joint_statistic=joint_statistic,
+        joint_p_value=joint_p_value,
+    )
+
+
+class _Design(NamedTuple):
+    """Arrays of :func:`clustered_ols`, checked and prewhitened, with the cluster codes."""
+
+    controls: np.ndarray
+    tested: np.ndarray
+    response: np.ndarray  # 2-D
+    codes: np.ndarray
+    n_clusters: int
+
+
+def _design(controls, tested, response, clusters, autocorrelation):
+    """Check the inputs of :func:`clustered_ols` and prewhiten them for ``autocorrelation``.
+
+    Raises the ``ValueError`` of :func:`clustered_ols` for shapes, non-finite
+    values, fewer than two clusters and ``autocorrelation`` outside [0, 1).
+    """
     C = np.asarray(controls, dtype=float)
     W = np.asarray(tested, dtype=float)
     Y = np.asarray(response, dtype=float)
@@ -183,6 +225,26 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0, joi
         raise ValueError(f"autocorrelation must lie in [0, 1), got {autocorrelation!r}.")
     if rho > 0:
         C, W, Y = (_quasi_difference(a, codes, rho) for a in (C, W, Y))
+    return _Design(C, W, Y, codes, G)
+
+
+class _TestedFit(NamedTuple):
+    """Least-squares fit of the tested coefficients (:func:`_tested_fit`)."""
+
+    estimate: np.ndarray  # (n_tested, n_responses)
+    resid: np.ndarray  # (n_samples, n_responses)
+    basis: np.ndarray  # orthonormal basis of the whole design, (n_samples, n_columns)
+    weights: np.ndarray  # estimate = weights.T @ response, (n_samples, n_tested)
+    n_columns: int
+
+
+def _tested_fit(C, W, Y):
+    """Tested coefficients through the controls-residualised regression (Frisch-Waugh-Lovell).
+
+    Raises ``ValueError`` when a tested column is not identified or no
+    residual degrees of freedom are left.
+    """
+    n = W.shape[0]
     Qc = _orthonormal_basis(C)
     Wr = W - Qc @ (Qc.T @ W)
     Yr = Y - Qc @ (Qc.T @ Y)
@@ -205,25 +267,41 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0, joi
     estimate = linalg.solve_triangular(Rt, proj)
     resid = Yr - Qt @ proj
     Q = np.hstack([Qc, Qt])
-    # weights of the tested coefficients: estimate = weights.T @ response
-    weights = Qt @ linalg.solve_triangular(Rt, np.eye(Rt.shape[0])).T  # (n, n_tested)
+    weights = Qt @ linalg.solve_triangular(Rt, np.eye(Rt.shape[0])).T
+    return _TestedFit(estimate, resid, Q, weights, Qc.shape[1] + Qt.shape[1])
+
+
+class _CR2Sums(NamedTuple):
+    """Sums over clusters of :func:`_cr2_sums`."""
+
+    meat: np.ndarray  # CR2 variances, (n_tested, n_responses)
+    cov: np.ndarray | None  # CR2 covariances with joint, (n_tested, n_tested, n_responses)
+    dof: np.ndarray  # (n_tested,)
+
+
+def _cr2_sums(Q, weights, resid, codes, *, n_clusters, joint):
+    """CR2 variances (and covariances) of the tested coefficients, and their degrees of freedom.
+
+    One pass over the clusters: each adjusts its block of ``weights`` by
+    ``(I - H_gg)^(-1/2)`` and adds its scores; the Satterthwaite terms are
+    collected on the way when there are few enough clusters.
+    """
+    G = n_clusters
+    n_tested, n_responses = weights.shape[1], resid.shape[1]
     order = np.argsort(codes, kind="stable")
     bounds = np.flatnonzero(np.diff(codes[order])) + 1
-    meat = np.zeros((W.shape[1], Y.shape[1]))
-    cov = np.zeros((W.shape[1], W.shape[1], Y.shape[1])) if joint else None
+    meat = np.zeros((n_tested, n_responses))
+    cov = np.zeros((n_tested, n_tested, n_responses)) if joint else None
     satterthwaite = G <= _MAX_DOF_CLUSTERS
-    norms = np.zeros((G, W.shape[1]))
-    proj_w = np.zeros((G, Q.shape[1], W.shape[1]) if satterthwaite else (0, 0, 0))
+    norms = np.zeros((G, n_tested))
+    proj_w = np.zeros((G, Q.shape[1], n_tested) if satterthwaite else (0, 0, 0))
     for g, idx in enumerate(np.split(order, bounds)):
         Qg = Q[idx]
         # CR2: (I - Q_g Q_g^T)^(-1/2), applied through the SVD of Q_g
         U, s, _ = linalg.svd(Qg, full_matrices=False)
         factor = (1.0 - np.minimum(s**2, _MAX_LEVERAGE)) ** -0.5 - 1.0
-
-        def adjust(v, U=U, factor=factor):
-            return v + U @ (factor[:, None] * (U.T @ v))
-
-        vg = adjust(weights[idx])  # (n_g, n_tested)
+        wg = weights[idx]
+        vg = wg + U @ (factor[:, None] * (U.T @ wg))  # (n_g, n_tested)
         score = vg.T @ resid[idx]  # (n_tested, n_responses)
         meat += score**2
         if joint:
@@ -231,33 +309,22 @@ def clustered_ols(controls, tested, response, clusters, autocorrelation=0.0, joi
         if satterthwaite:
             norms[g] = np.sum(vg**2, axis=0)
             proj_w[g] = Qg.T @ vg
-    std_error = np.sqrt(meat)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        statistic = np.where(std_error > 0, estimate / std_error, 0.0)
-    if satterthwaite:
-        dof = _bell_mccaffrey_dof(norms, proj_w)
-    else:
-        dof = np.full(W.shape[1], float(G - 1))
-    p_value = 2.0 * stats.t.sf(np.abs(statistic), dof[:, None])
-    joint_statistic = joint_p_value = None
-    if joint:
-        t = W.shape[1]
-        joint_statistic = np.array(
-            [estimate[:, j] @ np.linalg.pinv(cov[:, :, j]) @ estimate[:, j] / t
-             for j in range(Y.shape[1])]
-        )  # fmt: skip
-        joint_p_value = stats.f.sf(joint_statistic, t, G - 1)
-    return ClusteredFit(
-        estimate=estimate,
-        std_error=std_error,
-        statistic=statistic,
-        p_value=p_value,
-        dof=dof,
-        n_clusters=G,
-        n_columns=Qc.shape[1] + Qt.shape[1],
-        joint_statistic=joint_statistic,
-        joint_p_value=joint_p_value,
-    )
+    if not satterthwaite:
+        return _CR2Sums(meat, cov, np.full(n_tested, float(G - 1)))
+    return _CR2Sums(meat, cov, _bell_mccaffrey_dof(norms, proj_w))
+
+
+def _joint_wald(estimate, cov, n_clusters):
+    """Wald statistic of all tested coefficients, over their number, and its F p-value.
+
+    One of each per response, with the CR2 covariance ``cov`` of :func:`_cr2_sums`.
+    """
+    t = estimate.shape[0]
+    joint_statistic = np.array(
+        [estimate[:, j] @ np.linalg.pinv(cov[:, :, j]) @ estimate[:, j] / t
+         for j in range(estimate.shape[1])]
+    )  # fmt: skip
+    return joint_statistic, stats.f.sf(joint_statistic, t, n_clusters - 1)
 
 
 def _bell_mccaffrey_dof(norms, proj_w):

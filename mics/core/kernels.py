@@ -348,6 +348,35 @@ def _held_level(dev, seg, width):
 
 
 @_jit
+def _level_scores(x, seg, spikes, n_top, held, dev, out):
+    """Level scores of one column ``x`` of :func:`artifact_scores` into ``out``.
+
+    Deviations from the median, over the largest levels the column reaches
+    and holds; a sample scores only where its deviation has the sign of its
+    spike (``spikes``). ``dev`` is scratch of the column's length.
+    """
+    n = x.shape[0]
+    centre = np.median(x)
+    for t in range(n):
+        dev[t] = x[t] - centre
+    absdev = np.abs(dev)
+    top = np.partition(absdev, n - n_top)[n - n_top]
+    if top == 0:  # mostly constant: the median of the non-zero deviations
+        nonzero = absdev[absdev > 0]
+        if nonzero.size:
+            top = np.median(nonzero)
+    up = max(_held_level(dev, seg, held), top)
+    down = max(_held_level(-dev, seg, held), top)
+    for t in range(n):
+        d = dev[t]
+        if d * spikes[t] > 0:
+            bound = up if d > 0 else down
+            out[t] = abs(d) / bound if bound > 0 else np.inf
+        else:
+            out[t] = 0.0
+
+
+@_jit
 def artifact_scores(a, seg, n_top, held, shape, level):
     """Shape and level scores of every sample of every column (``mics.core.robust``).
 
@@ -430,22 +459,4 @@ def artifact_scores(a, seg, n_top, held, shape, level):
                 shape[t, j] = abs(spike) / scale
             else:
                 shape[t, j] = np.inf if spike != 0 else 0.0
-        # levels: from the median, over the largest levels the column reaches and holds
-        centre = np.median(x)
-        for t in range(n):
-            dev[t] = x[t] - centre
-        absdev = np.abs(dev)
-        top = np.partition(absdev, n - n_top)[n - n_top]
-        if top == 0:  # mostly constant: the median of the non-zero deviations
-            nonzero = absdev[absdev > 0]
-            if nonzero.size:
-                top = np.median(nonzero)
-        up = max(_held_level(dev, seg, held), top)
-        down = max(_held_level(-dev, seg, held), top)
-        for t in range(n):
-            d = dev[t]
-            if d * spikes[t] > 0:
-                bound = up if d > 0 else down
-                level[t, j] = abs(d) / bound if bound > 0 else np.inf
-            else:
-                level[t, j] = 0.0
+        _level_scores(x, seg, spikes, n_top, held, dev, level[:, j])

@@ -153,38 +153,8 @@ def optimal_scales(A, Bm, C, alpha, lam):
             sq = F[:, live] ** 2
             groups.append((r, lam[r], sq[np.any(sq > 0, axis=1)]))
 
-    def terms(v, derivatives=True):
-        # log-scales per role, v = (u_A, u_C) and u_B = -u_A - u_C
-        ua, uc = v[:k], v[k:]
-        w = np.exp(2 * np.stack([ua, -ua - uc, uc]))
-        ridge = alpha * w * n2  # (3, k)
-        f = float(ridge.sum())
-        if derivatives:
-            grad = 2 * ridge
-            hess = np.zeros((3, k, k))
-            hess[:, np.arange(k), np.arange(k)] = 4 * ridge
-        for r, weight, sq in groups:
-            s = sq * w[r]  # (d, k)
-            rho = np.sqrt(s.sum(axis=1))
-            f += weight * float(rho.sum())
-            if derivatives:
-                sr = s / rho[:, None]
-                col = weight * sr.sum(axis=0)
-                grad[r] += col
-                hess[r][np.diag_indices(k)] += 2 * col
-                hess[r] -= weight * (sr.T @ (sr / rho[:, None]))
-        if not derivatives:
-            return f, None, None
-        # chain rule through u = M v
-        g = np.concatenate([grad[0] - grad[1], grad[2] - grad[1]])
-        H = np.empty((2 * k, 2 * k))
-        H[:k, :k] = hess[0] + hess[1]
-        H[k:, k:] = hess[2] + hess[1]
-        H[:k, k:] = H[k:, :k] = hess[1]
-        return f, g, H
-
     v = np.zeros(2 * k)
-    f, g, H = terms(v)
+    f, g, H = _scale_penalty(v, n2, groups, alpha)
     for _ in range(_SCALE_ITERATIONS):
         if np.sqrt(g @ g) <= _SCALE_GTOL * max(f, _TINY):
             break
@@ -194,17 +164,55 @@ def optimal_scales(A, Bm, C, alpha, lam):
             step = -g
         t, slope = 1.0, float(g @ step)
         while True:
-            f_new = terms(v + t * step, derivatives=False)[0]
+            f_new = _scale_penalty(v + t * step, n2, groups, alpha, derivatives=False)[0]
             if f_new <= f + 1e-4 * t * slope or t < 1e-12:
                 break
             t *= 0.5
         if not f_new < f:
             break
         v = v + t * step
-        f, g, H = terms(v)
+        f, g, H = _scale_penalty(v, n2, groups, alpha)
     ua, uc = v[:k], v[k:]
     scales[:, live] = np.exp(np.stack([ua, -ua - uc, uc]))
     return tuple(scales)
+
+
+def _scale_penalty(v, n2, groups, alpha, *, derivatives=True):
+    """Penalty of :func:`optimal_scales` at log-scales ``v``, its gradient and its Hessian.
+
+    ``n2`` (3, k) holds the squared norms of the live channels, ``groups``
+    the ``(role, weight, squared non-zero rows)`` of the group terms.
+    Gradient and Hessian are None without ``derivatives``.
+    """
+    k = n2.shape[1]
+    # log-scales per role, v = (u_A, u_C) and u_B = -u_A - u_C
+    ua, uc = v[:k], v[k:]
+    w = np.exp(2 * np.stack([ua, -ua - uc, uc]))
+    ridge = alpha * w * n2  # (3, k)
+    f = float(ridge.sum())
+    if derivatives:
+        grad = 2 * ridge
+        hess = np.zeros((3, k, k))
+        hess[:, np.arange(k), np.arange(k)] = 4 * ridge
+    for r, weight, sq in groups:
+        s = sq * w[r]  # (d, k)
+        rho = np.sqrt(s.sum(axis=1))
+        f += weight * float(rho.sum())
+        if derivatives:
+            sr = s / rho[:, None]
+            col = weight * sr.sum(axis=0)
+            grad[r] += col
+            hess[r][np.diag_indices(k)] += 2 * col
+            hess[r] -= weight * (sr.T @ (sr / rho[:, None]))
+    if not derivatives:
+        return f, None, None
+    # chain rule through u = M v
+    g = np.concatenate([grad[0] - grad[1], grad[2] - grad[1]])
+    H = np.empty((2 * k, 2 * k))
+    H[:k, :k] = hess[0] + hess[1]
+    H[k:, k:] = hess[2] + hess[1]
+    H[:k, k:] = H[k:, :k] = hess[1]
+    return f, g, H
 
 
 def group_norm_sum(F):

@@ -43,6 +43,40 @@ def _trials(cells: Any, name: str, n_trials: int, n_samples: int) -> np.ndarray:
     return array
 
 
+def _read_mat(path: Path) -> dict:
+    """The variables of a MATLAB v5 file, checked to hold ``D``, ``TE`` and ``t``."""
+    from scipy import io as sio
+
+    try:
+        mat = sio.loadmat(path, simplify_cells=True)
+    except NotImplementedError:
+        raise ValueError(
+            f"{path} is a MATLAB v7.3 (HDF5) file; this loader expects the v5 files "
+            "of Park et al. 2024"
+        ) from None
+    except (sio.matlab.MatReadError, ValueError, TypeError, OSError) as err:
+        raise ValueError(f"{path} is not a readable MATLAB file: {err}") from None
+    missing = [key for key in ("D", "TE", "t") if key not in mat]
+    if missing:
+        raise ValueError(
+            f"{path} lacks {missing}; expected the Park et al. 2024 layout (D, TE, t)"
+        )
+    return mat
+
+
+def _neuron_keys(D: dict, path: Path) -> list[str]:
+    """``D``'s ``neuron<k>`` fields in the order of k, checked that pupil and speed are there."""
+    neuron_keys = sorted(
+        (k for k in D if re.fullmatch(r"neuron\d+", k)), key=lambda k: int(k[len("neuron") :])
+    )
+    if not neuron_keys:
+        raise ValueError(f"{path}: D has no neuron<k> fields")
+    for key in ("pupil_zscore", "speed"):
+        if key not in D:
+            raise ValueError(f"{path}: D has no {key!r} field")
+    return neuron_keys
+
+
 def load_park2024(path: str | Path) -> xr.Dataset:
     """Load one Park et al. 2024 session (V1 two-photon, drifting gratings).
 
@@ -76,36 +110,14 @@ def load_park2024(path: str | Path) -> xr.Dataset:
     ValueError
         If it is not a MATLAB v5 file of this layout.
     """
-    from scipy import io as sio
-
     path = existing_file(path, "Park et al. 2024 .mat file")
-    try:
-        mat = sio.loadmat(path, simplify_cells=True)
-    except NotImplementedError:
-        raise ValueError(
-            f"{path} is a MATLAB v7.3 (HDF5) file; this loader expects the v5 files "
-            "of Park et al. 2024"
-        ) from None
-    except (sio.matlab.MatReadError, ValueError, TypeError, OSError) as err:
-        raise ValueError(f"{path} is not a readable MATLAB file: {err}") from None
-    missing = [key for key in ("D", "TE", "t") if key not in mat]
-    if missing:
-        raise ValueError(
-            f"{path} lacks {missing}; expected the Park et al. 2024 layout (D, TE, t)"
-        )
+    mat = _read_mat(path)
     D, TE = mat["D"], mat["TE"]
     trial_time = np.asarray(mat["t"], dtype=float).ravel()
     n_samples = trial_time.size
     direction = np.asarray(TE["direction"]).ravel()
     n_trials = direction.size
-    neuron_keys = sorted(
-        (k for k in D if re.fullmatch(r"neuron\d+", k)), key=lambda k: int(k[len("neuron") :])
-    )
-    if not neuron_keys:
-        raise ValueError(f"{path}: D has no neuron<k> fields")
-    for key in ("pupil_zscore", "speed"):
-        if key not in D:
-            raise ValueError(f"{path}: D has no {key!r} field")
+    neuron_keys = _neuron_keys(D, path)
 
     dt = float(TE["dt"]) if "dt" in TE else float(np.median(np.diff(trial_time)))
     if not np.allclose(np.diff(trial_time), dt):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,6 +16,45 @@ __all__ = ["plot_member_biplot", "plot_members", "plot_members_fov"]
 _ROLES = ("source", "target", "modulator")
 # Members named on the axis at most; beyond that only the largest loadings are.
 _MAX_NAMED_MEMBERS = 12
+
+
+def _channel_weights(model):
+    """Channel weights (K,) of a fitted model; raises when it has no channel to draw."""
+    require_fitted(model, "channel_weights_", "source_patterns_", "target_patterns_")
+    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
+    if weights.size == 0:
+        raise ValueError("the model has no channels: there are no members to plot.")
+    return weights
+
+
+def _check_roles(roles):
+    """Raise unless ``roles`` is a non-empty sequence of known roles."""
+    unknown = [r for r in roles if r not in _ROLES]
+    if unknown or not roles:
+        raise ValueError(f"roles must be among {_ROLES}, got {roles!r}.")
+
+
+def _panel_axes(ax, n, *, expected, share=False):
+    """One row of ``n`` axes: new ones (4.5 in squares), or those of ``ax`` checked.
+
+    ``expected`` says in the error how many axes were due and why.
+    """
+    if ax is None:
+        shared = {"sharex": True, "sharey": True} if share else {}
+        _, axes = load_pyplot().subplots(
+            1, n, figsize=(4.5 * n, 4.5), squeeze=False, layout="constrained", **shared
+        )
+        return list(axes[0])
+    axes = list(np.atleast_1d(ax))
+    if len(axes) != n:
+        raise ValueError(f"ax must hold {expected}, got {len(axes)}.")
+    return axes
+
+
+def _finish_panel(ax, labels, **legend):
+    """Draw the legend, then move the member names off every other text (legend included)."""
+    ax.legend(fontsize="x-small", loc="best", **legend)
+    keep_apart(labels, _LABEL_SHIFTS)
 
 
 def _members_and_names(model, stability, role, P):
@@ -63,14 +103,9 @@ def plot_members(model, stability=None, fig=None, roles=_ROLES):
     fig : matplotlib.figure.Figure
         One row per channel, one column per role.
     """
-    require_fitted(model, "channel_weights_", "source_patterns_", "target_patterns_")
-    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
+    weights = _channel_weights(model)
     K = weights.size
-    if K == 0:
-        raise ValueError("the model has no channels: there are no members to plot.")
-    unknown = [r for r in roles if r not in _ROLES]
-    if unknown or not roles:
-        raise ValueError(f"roles must be among {_ROLES}, got {roles!r}.")
+    _check_roles(roles)
     if fig is None:
         fig = load_pyplot().figure(figsize=(4 * len(roles), 2.4 * K + 0.8), layout="constrained")
     axes = fig.subplots(K, len(roles), squeeze=False)
@@ -265,11 +300,45 @@ def plot_members_fov(
         If the model has no channels, a role is unknown or has no
         positions, or ``positions`` has the wrong shape.
     """
-    require_fitted(model, "channel_weights_", "source_patterns_", "target_patterns_")
-    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
-    K = weights.size
-    if K == 0:
-        raise ValueError("the model has no channels: there are no members to plot.")
+    K = _channel_weights(model).size
+    layers = _fov_layers(model, roles, positions, K)
+    if same_field is None:
+        same_field = len(layers) > 1 and _same_field(model, [d.role for d in layers])
+    n_panels = 1 if same_field else len(layers)
+    axes = _panel_axes(ax, n_panels, expected=f"{n_panels} axes (one per panel)")
+
+    labels = {id(a): [] for a in axes}
+    for j, layer in enumerate(layers):
+        a = axes[0 if same_field else j]
+        members, _, names = _members_and_names(model, stability, layer.role, layer.P)
+        labels[id(a)] += _draw_fov_layer(
+            a, layer, members, names, n_channels=K, same_field=same_field, annotate=annotate
+        )
+        if not same_field or j == 0:
+            _fov_frame(a, layer.from_loader)
+        a.set_title(
+            "members on the field of view" if same_field else f"{layer.role} neurons",
+            fontsize="small",
+        )
+    for a in axes:
+        _finish_panel(a, labels[id(a)], markerscale=0.8)
+    return axes
+
+
+class _FovLayer(NamedTuple):
+    """One role on the field of view: its patterns (n, K) and positions (n, 2)."""
+
+    role: str
+    P: np.ndarray
+    xy: np.ndarray
+    from_loader: bool  # positions are the loader's pixels, not given explicitly
+
+
+def _fov_layers(model, roles, positions, K):
+    """The roles to draw, each with its positions, after checking ``roles`` and ``positions``.
+
+    Roles left to the default are skipped without positions; roles asked for raise.
+    """
     if positions is not None and not isinstance(positions, dict):
         raise ValueError(
             "positions must be a dict such as {'source': xy_source, 'target': xy_target}, "
@@ -280,14 +349,11 @@ def plot_members_fov(
     ]
     explicit = roles is not None
     roles = list(present if roles is None else roles)
-    unknown = [r for r in roles if r not in _ROLES]
-    if unknown or not roles:
-        raise ValueError(f"roles must be among {_ROLES}, got {roles!r}.")
+    _check_roles(roles)
     extra = sorted(set(positions or ()) - set(_ROLES))
     if extra:
         raise ValueError(f"positions has keys {extra}; use 'source', 'target', 'modulator'.")
-
-    drawn = []  # (role, P, xy, from_loader)
+    layers = []
     for role in roles:
         P = np.asarray(getattr(model, f"{role}_patterns_"), dtype=float)
         xy, from_loader = _positions_of(model, role, P.shape[0], positions)
@@ -295,71 +361,60 @@ def plot_members_fov(
             if explicit:
                 raise ValueError(_no_positions_message(role, P.shape[0]))
             continue
-        drawn.append((role, P, xy, from_loader))
-    if not drawn:
+        layers.append(_FovLayer(role, P, xy, from_loader))
+    if not layers:
         raise ValueError(_no_positions_message(" and ".join(roles), None))
-    if same_field is None:
-        same_field = len(drawn) > 1 and _same_field(model, [d[0] for d in drawn])
-    n_panels = 1 if same_field else len(drawn)
-    if ax is None:
-        _, axes = load_pyplot().subplots(
-            1, n_panels, figsize=(4.5 * n_panels, 4.5), squeeze=False, layout="constrained"
-        )
-        axes = list(axes[0])
-    else:
-        axes = list(np.atleast_1d(ax))
-        if len(axes) != n_panels:
-            raise ValueError(f"ax must hold {n_panels} axes (one per panel), got {len(axes)}.")
+    return layers
 
-    labels = {id(a): [] for a in axes}
-    for j, (role, P, xy, from_loader) in enumerate(drawn):
-        a = axes[0 if same_field else j]
-        members, _, names = _members_and_names(model, stability, role, P)
-        placed = np.all(np.isfinite(xy), axis=1)
-        lost = int(np.sum(members.any(axis=1) & ~placed))
-        if lost:
-            warnings.warn(
-                f"{lost} {role} member(s) have no position (NaN) and are not drawn.",
-                UserWarning,
-                stacklevel=2,
-            )
-        marker = _ROLE_MARKERS[role] if same_field else "o"
-        prefix = f"{role}, " if same_field else ""
-        others = placed & ~members.any(axis=1)
-        a.scatter(
-            xy[others, 0], xy[others, 1], s=12, c="0.75", marker=marker, linewidths=0,
-            label=f"{prefix}in no channel", gid=f"{role}:others",
-        )  # fmt: skip
-        unnamed = np.ones(len(xy), dtype=bool)  # a neuron in several channels: named once
-        for k in range(K):
-            chosen = placed & members[:, k]
-            # Later channels smaller and on top: a neuron in several channels shows
-            # every one of its colours as nested rings.
-            a.scatter(
-                xy[chosen, 0], xy[chosen, 1], s=60.0 * 0.55**k, color=f"C{k % 10}",
-                marker=marker, edgecolors="k", linewidths=0.4, zorder=3 + k,
-                label=f"{prefix}channel {k} ({int(chosen.sum())})", gid=f"{role}:members:{k}",
-            )  # fmt: skip
-            if annotate:
-                fresh = chosen & unnamed
-                values = np.where(fresh, P[:, k], 0.0)
-                labels[id(a)] += _name_points(a, names, xy, values, fresh, f"C{k % 10}")
-                unnamed &= ~fresh
-        if not same_field or j == 0:
-            unit = " (pixels)" if from_loader else ""
-            a.set_xlabel(f"x{unit}")
-            a.set_ylabel(f"y{unit}")
-            a.set_aspect("equal", adjustable="datalim")
-            # image convention: row 0 at the top
-            if not a.yaxis_inverted():
-                a.invert_yaxis()
-        a.set_title(
-            "members on the field of view" if same_field else f"{role} neurons", fontsize="small"
+
+def _draw_fov_layer(a, layer, members, names, *, n_channels, same_field, annotate):
+    """Draw one role's neurons: grey outside every channel, each channel's members in colour.
+
+    Returns the member names written (for :func:`keep_apart`), in drawing order.
+    """
+    role, P, xy = layer.role, layer.P, layer.xy
+    placed = np.all(np.isfinite(xy), axis=1)
+    lost = int(np.sum(members.any(axis=1) & ~placed))
+    if lost:
+        warnings.warn(
+            f"{lost} {role} member(s) have no position (NaN) and are not drawn.",
+            UserWarning,
+            stacklevel=3,  # the caller of plot_members_fov
         )
-    for a in axes:
-        a.legend(fontsize="x-small", loc="best", markerscale=0.8)
-        keep_apart(labels[id(a)], _LABEL_SHIFTS)
-    return axes
+    marker = _ROLE_MARKERS[role] if same_field else "o"
+    prefix = f"{role}, " if same_field else ""
+    others = placed & ~members.any(axis=1)
+    a.scatter(
+        xy[others, 0], xy[others, 1], s=12, c="0.75", marker=marker, linewidths=0,
+        label=f"{prefix}in no channel", gid=f"{role}:others",
+    )  # fmt: skip
+    labels = []
+    unnamed = np.ones(len(xy), dtype=bool)  # a neuron in several channels: named once
+    for k in range(n_channels):
+        chosen = placed & members[:, k]
+        # Later channels smaller and on top: a neuron in several channels shows
+        # every one of its colours as nested rings.
+        a.scatter(
+            xy[chosen, 0], xy[chosen, 1], s=60.0 * 0.55**k, color=f"C{k % 10}",
+            marker=marker, edgecolors="k", linewidths=0.4, zorder=3 + k,
+            label=f"{prefix}channel {k} ({int(chosen.sum())})", gid=f"{role}:members:{k}",
+        )  # fmt: skip
+        if annotate:
+            fresh = chosen & unnamed
+            values = np.where(fresh, P[:, k], 0.0)
+            labels += _name_points(a, names, xy, values, fresh, f"C{k % 10}")
+            unnamed &= ~fresh
+    return labels
+
+
+def _fov_frame(a, from_loader):
+    """Axis labels and image orientation of a field-of-view panel (row 0 at the top)."""
+    unit = " (pixels)" if from_loader else ""
+    a.set_xlabel(f"x{unit}")
+    a.set_ylabel(f"y{unit}")
+    a.set_aspect("equal", adjustable="datalim")
+    if not a.yaxis_inverted():
+        a.invert_yaxis()
 
 
 def _no_positions_message(role, n):
@@ -459,84 +514,97 @@ def plot_member_biplot(
         baseline is asked for with rank 0 or for the modulator, or ``ax``
         has the wrong length.
     """
-    require_fitted(model, "channel_weights_", "source_patterns_", "target_patterns_")
-    weights = np.asarray(model.channel_weights_, dtype=float).reshape(-1)
+    weights = _channel_weights(model)
     K = weights.size
-    if K == 0:
-        raise ValueError("the model has no channels: there are no members to plot.")
     channel = int(channel)
     if not 0 <= channel < K:
         raise ValueError(f"channel must be in 0 .. {K - 1}, got {channel}.")
     roles = list(roles)
-    unknown = [r for r in roles if r not in _ROLES]
-    if unknown or not roles:
-        raise ValueError(f"roles must be among {_ROLES}, got {roles!r}.")
+    _check_roles(roles)
     second = _second_axis(channel, versus, K)
     if second == "baseline":
-        rank = int(getattr(model, "rank_", 0) or 0)
-        if rank < 1:
-            raise ValueError(
-                "with one channel the vertical axis is the leading baseline dimension, but "
-                "the model has no baseline communication (rank 0); fit with rank >= 1 or a "
-                "second channel."
-            )
-        if "modulator" in roles:
-            raise ValueError(
-                "the modulator has no baseline subspace: drop it from roles or pass "
-                "versus=<another channel>."
-            )
-
-    panels = []  # (role, x, y, members (n,), members of versus or None, names)
-    for role in roles:
-        P = np.asarray(getattr(model, f"{role}_patterns_"), dtype=float)
-        members, _, names = _members_and_names(model, stability, role, P)
-        if second == "baseline":
-            y = np.asarray(getattr(model, f"{role}_subspace_"), dtype=float)[:, 0]
-            ring = None
-        else:
-            y, ring = P[:, second], members[:, second]
-        panels.append((role, P[:, channel], y, members[:, channel], ring, names))
-
-    if ax is None:
-        _, axes = load_pyplot().subplots(
-            1, len(roles), figsize=(4.5 * len(roles), 4.5), squeeze=False,
-            sharex=True, sharey=True, layout="constrained",
-        )  # fmt: skip
-        axes = list(axes[0])
-    else:
-        axes = list(np.atleast_1d(ax))
-        if len(axes) != len(roles):
-            raise ValueError(f"ax must hold one axes per role ({len(roles)}), got {len(axes)}.")
-    from matplotlib.collections import LineCollection
+        _check_baseline(model, roles)
+    panels = [_biplot_panel(model, stability, role, channel, second) for role in roles]
+    axes = _panel_axes(ax, len(roles), expected=f"one axes per role ({len(roles)})", share=True)
 
     # One scale for every panel: the plane is shared.
-    reach = max(float(np.max(np.abs(np.r_[x, y]), initial=0.0)) for _, x, y, *_ in panels)
+    reach = max(float(np.max(np.abs(np.r_[p.x, p.y]), initial=0.0)) for p in panels)
     reach = 1.15 * (reach if reach > 0 else 1.0)
+    xlabel = f"channel {channel} pattern (\u03bb = {weights[channel]:.3g})"
     ylabel = "leading baseline dimension" if second == "baseline" else f"channel {second} pattern"
-    for a, (role, x, y, mask, ring, names) in zip(axes, panels, strict=True):
-        a.axhline(0.0, color="k", linewidth=0.5)
-        a.axvline(0.0, color="k", linewidth=0.5)
-        rest = ~mask
-        a.scatter(x[rest], y[rest], s=10, c="0.7", linewidths=0, gid=f"{role}:others",
-                  label="not a member")  # fmt: skip
-        spokes = [[(0.0, 0.0), (x[i], y[i])] for i in np.flatnonzero(mask)]
-        a.add_collection(
-            LineCollection(spokes, colors="C3", linewidths=0.8, alpha=0.7, gid=f"{role}:spokes")
-        )
-        a.scatter(x[mask], y[mask], s=24, color="C3", zorder=3, gid=f"{role}:members",
-                  label=f"channel {channel} member ({int(mask.sum())})")  # fmt: skip
-        if ring is not None:
-            a.scatter(x[ring], y[ring], s=60, facecolors="none", edgecolors="C0", zorder=4,
-                      gid=f"{role}:members_versus",
-                      label=f"channel {second} member ({int(ring.sum())})")  # fmt: skip
-        named = mask if ring is None else mask | ring
-        labels = _name_points(a, names, np.column_stack([x, y]), np.hypot(x, y), named, "C3")
+    for a, panel in zip(axes, panels, strict=True):
+        labels = _draw_biplot_panel(a, panel, channel=channel, second=second)
         a.set_xlim(-reach, reach)
         a.set_ylim(-reach, reach)
         a.set_aspect("equal")
-        a.set_xlabel(f"channel {channel} pattern (\u03bb = {weights[channel]:.3g})")
-        a.set_ylabel(f"{role}: {ylabel}")
-        a.set_title(f"{role} neurons", fontsize="small")
-        a.legend(fontsize="x-small", loc="best")
-        keep_apart(labels, _LABEL_SHIFTS)
+        a.set_xlabel(xlabel)
+        a.set_ylabel(f"{panel.role}: {ylabel}")
+        a.set_title(f"{panel.role} neurons", fontsize="small")
+        _finish_panel(a, labels)
     return axes
+
+
+def _check_baseline(model, roles):
+    """Raise unless the leading baseline dimension exists for every role drawn."""
+    rank = int(getattr(model, "rank_", 0) or 0)
+    if rank < 1:
+        raise ValueError(
+            "with one channel the vertical axis is the leading baseline dimension, but "
+            "the model has no baseline communication (rank 0); fit with rank >= 1 or a "
+            "second channel."
+        )
+    if "modulator" in roles:
+        raise ValueError(
+            "the modulator has no baseline subspace: drop it from roles or pass "
+            "versus=<another channel>."
+        )
+
+
+class _BiplotPanel(NamedTuple):
+    """One role's points in the biplot plane and who is named."""
+
+    role: str
+    x: np.ndarray  # loadings on ``channel``
+    y: np.ndarray  # loadings on the second axis
+    members: np.ndarray  # (n,) members of ``channel``
+    ring: np.ndarray | None  # (n,) members of the ``versus`` channel, None for the baseline
+    names: list
+
+
+def _biplot_panel(model, stability, role, channel, second):
+    """Coordinates and members of one role on the biplot axes (``second``: channel or baseline)."""
+    P = np.asarray(getattr(model, f"{role}_patterns_"), dtype=float)
+    members, _, names = _members_and_names(model, stability, role, P)
+    if second == "baseline":
+        y = np.asarray(getattr(model, f"{role}_subspace_"), dtype=float)[:, 0]
+        ring = None
+    else:
+        y, ring = P[:, second], members[:, second]
+    return _BiplotPanel(role, P[:, channel], y, members[:, channel], ring, names)
+
+
+def _draw_biplot_panel(a, panel, *, channel, second):
+    """Draw one role's points: grey non-members, red members with spokes, ``versus`` rings.
+
+    Returns the member names written (for :func:`keep_apart`), largest first.
+    """
+    from matplotlib.collections import LineCollection
+
+    role, x, y, mask, ring = panel.role, panel.x, panel.y, panel.members, panel.ring
+    a.axhline(0.0, color="k", linewidth=0.5)
+    a.axvline(0.0, color="k", linewidth=0.5)
+    rest = ~mask
+    a.scatter(x[rest], y[rest], s=10, c="0.7", linewidths=0, gid=f"{role}:others",
+              label="not a member")  # fmt: skip
+    spokes = [[(0.0, 0.0), (x[i], y[i])] for i in np.flatnonzero(mask)]
+    a.add_collection(
+        LineCollection(spokes, colors="C3", linewidths=0.8, alpha=0.7, gid=f"{role}:spokes")
+    )
+    a.scatter(x[mask], y[mask], s=24, color="C3", zorder=3, gid=f"{role}:members",
+              label=f"channel {channel} member ({int(mask.sum())})")  # fmt: skip
+    if ring is not None:
+        a.scatter(x[ring], y[ring], s=60, facecolors="none", edgecolors="C0", zorder=4,
+                  gid=f"{role}:members_versus",
+                  label=f"channel {second} member ({int(ring.sum())})")  # fmt: skip
+    named = mask if ring is None else mask | ring
+    return _name_points(a, panel.names, np.column_stack([x, y]), np.hypot(x, y), named, "C3")

@@ -23,7 +23,7 @@ Trial-structured recordings (e.g. :func:`mics.io.load_park2024`)::
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -372,7 +372,59 @@ def align_to_frames(
     if isinstance(frame_times, xr.DataArray | xr.Dataset):
         frame_times = frame_times[time_dim].values
     ft = _times(frame_times, "frame_times")
+    samples = _behaviour_samples(behaviour, behaviour_times, time_dim)
+    name, bt, values = samples.name, samples.times, samples.values
 
+    if bt[-1] < ft[0] or bt[0] > ft[-1]:
+        raise ValueError(
+            f"the clock of {name!r} ({bt[0]:.3f} to {bt[-1]:.3f} s) does not overlap the "
+            f"imaging clock ({ft[0]:.3f} to {ft[-1]:.3f} s); both must be in seconds on the "
+            "same clock (e.g. subtract the same session start from both)"
+        )
+    if method == "auto":
+        dt_b = np.median(np.diff(bt)) if bt.size > 1 else np.inf
+        dt_f = np.median(np.diff(ft)) if ft.size > 1 else np.inf
+        method = "mean" if dt_b < dt_f else "interp"
+    if method not in ("mean", "interp"):
+        raise ValueError(f"method must be 'auto', 'mean' or 'interp', got {method!r}")
+
+    flat = _on_frames(values.reshape(bt.size, -1), bt, ft, method=method, max_gap_s=max_gap_s)
+    out = flat.reshape((ft.size, *values.shape[1:]))
+
+    missing = np.isnan(out).reshape(ft.size, -1).any(axis=1)
+    n_missing = int(missing.sum())
+    if n_missing:
+        warnings.warn(
+            f"{n_missing} of {ft.size} imaging frames have no usable {name!r} sample "
+            f"(gaps longer than max_gap_s={max_gap_s} s, or outside the behaviour "
+            "recording); they are NaN",
+            UserWarning,
+            stacklevel=2,
+        )
+    da = samples.da
+    if da is None:
+        return out
+    coords = {
+        k: c for k, c in da.coords.items() if time_dim not in c.dims
+    }  # keep e.g. column labels
+    coords[time_dim] = ft
+    result = xr.DataArray(out, dims=da.dims, coords=coords, name=da.name, attrs=dict(da.attrs))
+    result[time_dim].attrs["units"] = "s"
+    result.attrs.update(alignment=method, n_missing_frames=n_missing, max_gap_s=float(max_gap_s))
+    return result
+
+
+class _Samples(NamedTuple):
+    """A behavioural signal on its own clock, time along the first axis of ``values``."""
+
+    name: str
+    times: np.ndarray  # (Tb,) seconds, strictly increasing
+    values: np.ndarray  # (Tb, ...) float
+    da: xr.DataArray | None  # transposed to time first, for the output's coords; None for arrays
+
+
+def _behaviour_samples(behaviour: Any, behaviour_times: Any, time_dim: str) -> _Samples:
+    """Values and sample times of ``behaviour`` (a DataArray, or an array with its times)."""
     name = "behaviour"
     if isinstance(behaviour, xr.DataArray):
         if time_dim not in behaviour.dims or time_dim not in behaviour.coords:
@@ -392,21 +444,17 @@ def align_to_frames(
         da = None
     if values.shape[0] != bt.size:
         raise ValueError(f"{name} has {values.shape[0]} samples but {bt.size} sample times")
+    return _Samples(name, bt, values, da)
 
-    if bt[-1] < ft[0] or bt[0] > ft[-1]:
-        raise ValueError(
-            f"the clock of {name!r} ({bt[0]:.3f} to {bt[-1]:.3f} s) does not overlap the "
-            f"imaging clock ({ft[0]:.3f} to {ft[-1]:.3f} s); both must be in seconds on the "
-            "same clock (e.g. subtract the same session start from both)"
-        )
-    if method == "auto":
-        dt_b = np.median(np.diff(bt)) if bt.size > 1 else np.inf
-        dt_f = np.median(np.diff(ft)) if ft.size > 1 else np.inf
-        method = "mean" if dt_b < dt_f else "interp"
-    if method not in ("mean", "interp"):
-        raise ValueError(f"method must be 'auto', 'mean' or 'interp', got {method!r}")
 
-    flat = values.reshape(bt.size, -1)
+def _on_frames(
+    flat: np.ndarray, bt: np.ndarray, ft: np.ndarray, *, method: str, max_gap_s: float
+) -> np.ndarray:
+    """Columns of ``flat`` (Tb, k), sampled at ``bt``, onto the frame times ``ft``: (T, k).
+
+    ``method`` is ``"mean"`` (average of the samples in each frame's bin) or
+    ``"interp"``; frames without usable samples are NaN.
+    """
     out = np.full((ft.size, flat.shape[1]), np.nan)
     if method == "mean":
         half_first = (ft[1] - ft[0]) / 2 if ft.size > 1 else np.inf
@@ -434,25 +482,4 @@ def align_to_frames(
             support = np.interp(ft, bt, valid.astype(float), left=0.0, right=0.0)
             col[support < 1 - 1e-9] = np.nan
             out[:, j] = col
-    out = out.reshape((ft.size, *values.shape[1:]))
-
-    missing = np.isnan(out).reshape(ft.size, -1).any(axis=1)
-    n_missing = int(missing.sum())
-    if n_missing:
-        warnings.warn(
-            f"{n_missing} of {ft.size} imaging frames have no usable {name!r} sample "
-            f"(gaps longer than max_gap_s={max_gap_s} s, or outside the behaviour "
-            "recording); they are NaN",
-            UserWarning,
-            stacklevel=2,
-        )
-    if da is None:
-        return out
-    coords = {
-        k: c for k, c in da.coords.items() if time_dim not in c.dims
-    }  # keep e.g. column labels
-    coords[time_dim] = ft
-    result = xr.DataArray(out, dims=da.dims, coords=coords, name=da.name, attrs=dict(da.attrs))
-    result[time_dim].attrs["units"] = "s"
-    result.attrs.update(alignment=method, n_missing_frames=n_missing, max_gap_s=float(max_gap_s))
-    return result
+    return out

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg, signal
@@ -265,13 +266,11 @@ def simulate(
     n_channels : int
         Number K of multiplicative interaction channels (0 for none).
     geometry : str or list of str
-        Geometry of each channel relative to the baseline subspaces, one of
-        ``"reshape"`` (source pattern in span(U), target pattern in span(V)),
-        ``"private_source"`` (source pattern orthogonal to span(U), target in
-        span(V)), ``"private_target"`` (source in span(U), target orthogonal to
-        span(V)), ``"new"`` (both orthogonal) or ``"random"`` (unconstrained).
-        A single string applies to every channel. Patterns that share a
-        placement (e.g. two source patterns inside span(U)) are drawn
+        Per channel (one string for all), where the source pattern lies
+        relative to span(U) and the target pattern relative to span(V):
+        ``"reshape"`` (in, in), ``"private_source"`` (orthogonal, in),
+        ``"private_target"`` (in, orthogonal), ``"new"`` (both orthogonal) or
+        ``"random"`` (unconstrained). Patterns sharing a placement are drawn
         mutually orthogonal when the subspace has room for them.
     baseline_snr : float
         In-sample variance of ``X B`` over noise variance, pooled over target
@@ -284,80 +283,61 @@ def simulate(
         real populations; if None, sources are independent.
     source_autocorr, modulator_autocorr : float in (-1, 1)
         Lag-1 autocorrelation of AR(1) sources (latents and private noise) and
-        of the modulator. For ``modulator_kind="locomotion"`` it is the lag-1
-        autocorrelation of the running state (the Markov chain's
-        ``1 - P(start) - P(stop)``); 0 there selects the default bouts (mean
-        40 samples running, 60 still).
+        of the modulator; for ``modulator_kind="locomotion"``, of the running
+        state (the Markov chain's ``1 - P(start) - P(stop)``), where 0 selects
+        the default bouts (mean 40 samples running, 60 still).
     modulator_kind : {"gaussian", "locomotion", "population"}
-        ``"gaussian"``: independent AR(1) Gaussian processes.
-        ``"locomotion"``: column 0 is a binary running state with Markov bouts,
-        column 1 (if m > 1) a smooth speed that ramps up within running bouts
-        and decays after them, further columns slow arousal-like (pupil)
-        signals that follow running.
-        ``"population"``: a third population of m neurons driven by its own
-        latent of dimension ``min(m, 3)`` plus private noise (half of each
-        neuron's variance); the gating is carried by ``n_gating`` of them.
-        Every column of the returned Z is centred and scaled to unit variance.
+        ``"gaussian"``: independent AR(1) Gaussian processes. ``"locomotion"``:
+        column 0 a binary running state with Markov bouts, column 1 (if m > 1)
+        a smooth speed that ramps up within bouts and decays after them,
+        further columns slow arousal-like (pupil) signals that follow running.
+        ``"population"``: a third population of m neurons, a latent of
+        dimension ``min(m, 3)`` plus private noise (half of each neuron's
+        variance); ``n_gating`` of them carry the gating.
     calcium : dict or None
         Calcium observation model applied to X and Y after Y is generated:
-        keys ``tau`` (indicator decay, s; default 1.0), ``fs`` (sampling rate,
-        Hz; default 10.0), ``noise`` (observation noise s.d. relative to each
-        trace's s.d.; default 0.1). Activity goes through a softplus (rates
-        are non-negative), a unit-gain exponential kernel and additive
-        Gaussian noise. The true parameters then describe the latent activity
-        kept in ``truth.source_rates`` and ``truth.target_rates``, not the
-        returned traces: fitting the traces measures indicator bias.
+        softplus (non-negative rates), a unit-gain exponential kernel of decay
+        ``tau`` (s; default 1.0) at sampling rate ``fs`` (Hz; default 10.0),
+        and Gaussian noise of s.d. ``noise`` times each trace's s.d. (default
+        0.1). The true parameters then describe the latent activity kept in
+        ``truth.source_rates`` and ``truth.target_rates``, not the returned
+        traces: fitting the traces measures indicator bias.
     random_state : int, RandomState instance or None
         Parameters are drawn before data, so the true directions do not
         change with ``n_samples``.
     additive_snr : float
-        In-sample variance of the additive modulator effect ``Z D`` over noise
-        variance, pooled over target neurons (0 for no additive effect).
+        As ``baseline_snr``, for the additive modulator effect ``Z D`` (0: none).
     n_gating : int or None
-        Number of modulator columns (neurons, drawn at random) that carry the
-        modulator patterns; the patterns are zero on the others. None: all of
-        them, except for ``modulator_kind="population"`` where it is
-        ``min(m, max(K, 3, m // 4))`` -- a subset of the population gates.
+        Number of modulator columns (drawn at random) that carry the modulator
+        patterns, zero on the others. None: all of them, except for
+        ``modulator_kind="population"``: ``min(m, max(K, 3, m // 4))``.
     source_members, target_members : float, int or None
-        Plant each channel on a subset of the source (target) neurons: a
-        fraction in (0, 1) of the population or a number of neurons (at
-        least 1), drawn at random for each channel. The pattern is zero off
-        its members and on them has random signs and magnitudes uniform in
-        [0.5, 1] before normalisation, so every member carries a visible
-        share (a member with a near-zero weight could not be recovered by
-        any method). ``geometry`` must then be ``"random"``: a pattern
-        confined to a few neurons cannot also be placed in or out of the
-        baseline subspace. The true members are returned as
-        ``truth.source_members_``, ``truth.target_members_`` and
-        ``truth.modulator_members_``. None (default): dense patterns, and
-        the draws are those of earlier versions.
+        Plant each channel on random source (target) neurons: a fraction in
+        (0, 1) of the population or a count (at least 1). The pattern is zero
+        off its members and has on them random signs and magnitudes uniform
+        in [0.5, 1] before normalisation, so that every member carries a
+        visible share (a near-zero weight could not be recovered by any
+        method). Needs ``geometry="random"``: a pattern on a few neurons cannot
+        also be placed in or out of the baseline subspace. True members:
+        ``truth.source_members_``, ``target_members_``, ``modulator_members_``.
+        None (default): dense patterns.
     shared_variability : dict or None
         Shared variability as in recorded populations, where a few latent
-        factors carry much of the variance and neighbouring neurons share
-        slow fluctuations. Keys (defaults in :data:`SHARED_DEFAULTS`):
-        ``n_factors`` (int, default 8) latent factors per population;
-        ``strength`` (in [0, 1), default 0.5) the share of every neuron's
-        variance that is shared, the rest private; ``spatial`` (in [0, 1],
-        default 0) the part of the shared variance that is spatially
-        clustered: every neuron gets a place on its population's field of
-        view (the unit square, ``truth.source_positions_`` and so on) and
-        the clustered part correlates two neurons by
-        ``exp(-d^2 / (2 length_scale^2))`` at distance ``d``;
-        ``length_scale`` (> 0, default 0.1); ``populations`` (default:
-        ``("source", "target")`` plus ``"modulator"`` when
-        ``modulator_kind="population"``), which populations share it. For
-        the target it is the noise ``e_t`` that is shared (each neuron's
-        noise variance stays 1); the modulator population's latent is then
-        this one instead of its default. Every shared process has the
-        autocorrelation of its population (``source_autocorr``,
-        ``noise_autocorr``, ``modulator_autocorr``). Factors and places are
-        parameters, drawn before the data. Cannot be combined with
-        ``source_dim``. None (default): the draws of earlier versions.
+        factors carry much of the variance and neighbouring neurons share slow
+        fluctuations. Keys (defaults in :data:`SHARED_DEFAULTS`): ``n_factors``
+        (8) factors per population; ``strength`` (in [0, 1), 0.5) the shared
+        part of each neuron's variance; ``spatial`` (in [0, 1], 0) the part of
+        that which is spatially clustered, correlating two neurons at distance
+        ``d`` by ``exp(-d^2 / (2 length_scale^2))`` on their field of view (the
+        unit square; places in ``truth.source_positions_`` and so on);
+        ``length_scale`` (> 0, 0.1); ``populations`` that share it (source,
+        target noise ``e_t``, and the modulator when
+        ``modulator_kind="population"``, replacing its default latent). Each
+        shared process has its population's autocorrelation. Factors and places
+        are parameters, drawn before the data. Excludes ``source_dim``.
     noise_autocorr : float in (-1, 1), default=0.0
-        Lag-1 autocorrelation of the target noise (AR(1), variance 1), as in
-        calcium recordings, where the residuals are autocorrelated over
-        seconds. 0 with ``shared_variability=None``: white noise, the draws
-        of earlier versions.
+        Lag-1 autocorrelation of the AR(1) target noise, as in calcium
+        recordings, whose residuals are autocorrelated over seconds.
 
     Returns
     -------
@@ -366,17 +346,91 @@ def simulate(
     Y : ndarray of shape (n_samples, n_target)
         Target activity.
     Z : ndarray of shape (n_samples, n_modulators)
-        Modulator, z-scored.
+        Modulator, every column centred and scaled to unit variance.
     truth : GroundTruth
         True parameters, named as the fitted attributes of :class:`mics.MICs`.
 
     Notes
     -----
-    The noise is white with variance 1 per target neuron. With one modulator
-    and more than one channel the CP decomposition is not unique (the
-    channels can be rotated into one another); a warning says so whenever
-    Kruskal's generic uniqueness condition fails.
+    The target noise has variance 1 per neuron, white unless ``noise_autocorr``
+    or ``shared_variability`` is set (at their defaults, these and
+    ``source_members`` keep the draws of earlier versions). With one
+    modulator and more than one channel the CP decomposition is not unique
+    (the channels can be rotated into one another); a warning says so
+    whenever Kruskal's generic uniqueness condition fails.
     """
+    cfg = _check_arguments(
+        n_samples=n_samples, n_source=n_source, n_target=n_target, n_modulators=n_modulators,
+        rank=rank, n_channels=n_channels, geometry=geometry, baseline_snr=baseline_snr,
+        modulation_snr=modulation_snr, additive_snr=additive_snr, source_dim=source_dim,
+        source_autocorr=source_autocorr, modulator_autocorr=modulator_autocorr,
+        modulator_kind=modulator_kind, calcium=calcium, noise_autocorr=noise_autocorr,
+        shared_variability=shared_variability, n_gating=n_gating,
+        source_members=source_members, target_members=target_members,
+    )  # fmt: skip
+    rng = check_random_state(random_state)
+    # Parameters (directions) first: they must not depend on n_samples.
+    par = _draw_parameters(rng, cfg)
+    X, Z = _source_activity(rng, cfg, par), _modulator_activity(rng, cfg, par)
+    par, gains = _scale_to_snr(par, X, Z, cfg)
+    B, Y = _draw_target(rng, cfg, par, X, Z, gains)
+    truth = _ground_truth(cfg, par, B)
+    X, Y = _observe(rng, cfg.calcium, X, Y, truth)
+    return X, Y, Z, truth
+
+
+# --------------------------------------------------------------------- checks
+
+
+class _Config(NamedTuple):
+    """:func:`simulate`'s arguments, checked (sizes, SNRs, autocorrelations, structure)."""
+
+    T: int
+    p: int
+    q: int
+    m: int
+    r: int
+    K: int
+    geometries: list
+    baseline_snr: float
+    modulation_snr: float
+    additive_snr: float
+    rho_x: float
+    rho_z: float
+    rho_e: float
+    modulator_kind: str
+    calcium: dict | None
+    source_dim: int | None
+    shared: dict | None
+    n_gating: int
+    n_src_members: int
+    n_tgt_members: int
+
+
+def _check_arguments(
+    *,
+    n_samples,
+    n_source,
+    n_target,
+    n_modulators,
+    rank,
+    n_channels,
+    geometry,
+    baseline_snr,
+    modulation_snr,
+    additive_snr,
+    source_dim,
+    source_autocorr,
+    modulator_autocorr,
+    modulator_kind,
+    calcium,
+    noise_autocorr,
+    shared_variability,
+    n_gating,
+    source_members,
+    target_members,
+):
+    """Check :func:`simulate`'s arguments; their order fixes which error a caller sees first."""
     T = check_int(n_samples, "n_samples", minimum=2)
     p = check_int(n_source, "n_source", minimum=1)
     q = check_int(n_target, "n_target", minimum=1)
@@ -409,99 +463,34 @@ def simulate(
         modulator_kind=modulator_kind, n_gating=n_gating, source_members=source_members,
         target_members=target_members,
     )  # fmt: skip
+    return _Config(
+        T, p, q, m, r, K, geometries, baseline_snr, modulation_snr, additive_snr,
+        rho_x, rho_z, rho_e, modulator_kind, calcium, source_dim, shared, n_gating,
+        n_src_members, n_tgt_members,
+    )  # fmt: skip
 
-    rng = check_random_state(random_state)
 
-    # Parameters (directions) first: they must not depend on n_samples.
-    U = _random_orthonormal(rng, p, r)
-    V = _random_orthonormal(rng, q, r)
-    # Same sign convention as the fitted subspaces (the sign moves to V).
-    sign_u = canonical_signs(U)
-    U, V = U * sign_u, V * sign_u
-    S = np.linspace(1.0, 0.5, r) if r > 1 else np.ones(r)
-    A = _place_patterns(rng, U, [_PLACEMENT[g][0] for g in geometries])
-    Bpat = _place_patterns(rng, V, [_PLACEMENT[g][1] for g in geometries])
-    if n_gating == m:
-        gating = np.arange(m)
-        C = _random_directions(rng, m, K)
-    else:
-        gating = np.sort(rng.choice(m, size=n_gating, replace=False))
-        C = np.zeros((m, K))
-        C[gating] = _random_directions(rng, n_gating, K)
-    # Drawn only when asked for, so dense simulations keep their draws.
-    if n_src_members:
-        A = _member_patterns(rng, p, K, n_src_members)
-    if n_tgt_members:
-        Bpat = _member_patterns(rng, q, K, n_tgt_members)
-    sign_a, sign_b = canonical_signs(A), canonical_signs(Bpat)
-    A, Bpat, C = A * sign_a, Bpat * sign_b, C * (sign_a * sign_b)
-    lam = _CHANNEL_DECAY ** np.arange(K, dtype=float)
-    D = rng.standard_normal((m, q))
-    mu = rng.standard_normal(q)
-    loadings = None
-    if source_dim is not None:
-        loadings = rng.standard_normal((p, source_dim)) / np.sqrt(source_dim)
-    # Drawn only when asked for (after every other parameter), so that the
-    # default simulations keep their draws.
-    layout = None
-    if shared is not None:
-        sizes = {"source": p, "target": q, "modulator": m}
-        placed = ("source", "target") + (("modulator",) if modulator_kind == "population" else ())
-        layout = {pop: _shared_layout(rng, sizes[pop], shared) for pop in placed}
-
-    if layout is not None and "source" in shared["populations"]:
-        X = _shared_population(rng, T, layout["source"], shared, rho_x)
-    else:
-        X = _simulate_source(rng, T, p, loadings, rho_x)
-    if layout is not None and "modulator" in shared["populations"]:
-        Z = _shared_population(rng, T, layout["modulator"], shared, rho_z)
-    else:
-        Z = _simulate_modulator(rng, T, m, modulator_kind, rho_z)
-    # Sample-centred inputs make the parameters exactly those of the model
-    # the estimator fits (it centres with training means).
-    X -= X.mean(axis=0)
-    Z = (Z - Z.mean(axis=0)) / Z.std(axis=0)
-
-    baseline = (X @ U) * S @ V.T
-    S = S * _snr_scale(baseline, baseline_snr)
-    additive = Z @ D
-    D = D * _snr_scale(additive, additive_snr)
-    gains = (X @ A) * (Z @ C)
-    lam = lam * _snr_scale((gains * lam) @ Bpat.T, modulation_snr)
-    B = (U * S) @ V.T
-    if layout is not None and "target" in shared["populations"]:
-        noise = np.sqrt(_NOISE_VAR) * _shared_population(rng, T, layout["target"], shared, rho_e)
-    elif rho_e != 0:
-        noise = np.sqrt(_NOISE_VAR) * ar1_series(rng, T, q, rho_e)
-    else:
-        noise = rng.normal(scale=np.sqrt(_NOISE_VAR), size=(T, q))
-    Y = mu + X @ B + Z @ D + (gains * lam) @ Bpat.T + noise
-
+def _ground_truth(cfg, par, B):
+    """The :class:`GroundTruth` of the drawn (SNR-scaled) parameters, with its structure."""
     truth = GroundTruth(
-        rank_=r,
-        n_channels_=K,
+        rank_=cfg.r,
+        n_channels_=cfg.K,
         coef_=B.T,
-        intercept_=mu,
-        modulator_coef_=D.T,
-        source_subspace_=U,
-        target_subspace_=V,
-        singular_values_=S,
-        channel_weights_=lam,
-        source_patterns_=A,
-        target_patterns_=Bpat,
-        modulator_patterns_=C,
-        geometry=list(geometries),
-        gating_neurons=gating,
+        intercept_=par.mu,
+        modulator_coef_=par.D.T,
+        source_subspace_=par.U,
+        target_subspace_=par.V,
+        singular_values_=par.S,
+        channel_weights_=par.lam,
+        source_patterns_=par.A,
+        target_patterns_=par.Bpat,
+        modulator_patterns_=par.C,
+        geometry=list(cfg.geometries),
+        gating_neurons=par.gating,
     )
-    _record_structure(truth, bool(n_src_members or n_tgt_members), layout, shared)
-    if calcium is not None:
-        truth.source_rates, truth.target_rates = X, Y
-        X = _calcium_traces(rng, X, **calcium)
-        Y = _calcium_traces(rng, Y, **calcium)
-    return X, Y, Z, truth
-
-
-# --------------------------------------------------------------------- checks
+    members = bool(cfg.n_src_members or cfg.n_tgt_members)
+    _record_structure(truth, members, par.layout, cfg.shared)
+    return truth
 
 
 def _record_structure(truth, members, layout, shared):
@@ -693,7 +682,7 @@ def _warn_if_not_identifiable(K, p, q, m):
             f"{K} channels with {m} modulator dimension(s) violate Kruskal's uniqueness "
             "condition: the channels are not identifiable (only their sum is).",
             UserWarning,
-            stacklevel=3,
+            stacklevel=5,
         )
 
 
@@ -738,6 +727,82 @@ def _place_patterns(rng, basis, placements):
             # Drawn as one block so that channels sharing a subspace are orthogonal.
             patterns[:, idx] = space @ _random_directions(rng, space.shape[1], len(idx))
     return patterns
+
+
+class _Parameters(NamedTuple):
+    """The true parameters of :func:`simulate` (before and after SNR scaling)."""
+
+    U: np.ndarray
+    V: np.ndarray
+    S: np.ndarray
+    A: np.ndarray
+    Bpat: np.ndarray
+    C: np.ndarray
+    gating: np.ndarray
+    lam: np.ndarray
+    D: np.ndarray
+    mu: np.ndarray
+    loadings: np.ndarray | None
+    layout: dict | None
+
+
+def _draw_parameters(rng, cfg):
+    """Draw every parameter, in a fixed order, before any data (unit scale, no SNR yet)."""
+    p, q, m, r = cfg.p, cfg.q, cfg.m, cfg.r
+    U = _random_orthonormal(rng, p, r)
+    V = _random_orthonormal(rng, q, r)
+    # Same sign convention as the fitted subspaces (the sign moves to V).
+    sign_u = canonical_signs(U)
+    U, V = U * sign_u, V * sign_u
+    S = np.linspace(1.0, 0.5, r) if r > 1 else np.ones(r)
+    A, Bpat, C, gating = _draw_channels(rng, cfg, U, V)
+    lam = _CHANNEL_DECAY ** np.arange(cfg.K, dtype=float)
+    D = rng.standard_normal((m, q))
+    mu = rng.standard_normal(q)
+    loadings = None
+    if cfg.source_dim is not None:
+        loadings = rng.standard_normal((p, cfg.source_dim)) / np.sqrt(cfg.source_dim)
+    # Drawn only when asked for (after every other parameter), so that the
+    # default simulations keep their draws.
+    layout = None
+    if cfg.shared is not None:
+        sizes = {"source": p, "target": q, "modulator": m}
+        placed = ("source", "target")
+        placed += ("modulator",) if cfg.modulator_kind == "population" else ()
+        layout = {pop: _shared_layout(rng, sizes[pop], cfg.shared) for pop in placed}
+    return _Parameters(U, V, S, A, Bpat, C, gating, lam, D, mu, loadings, layout)
+
+
+def _draw_channels(rng, cfg, U, V):
+    """Source, target and modulator patterns (canonical signs) and the gating neurons."""
+    m, K, n_gating = cfg.m, cfg.K, cfg.n_gating
+    A = _place_patterns(rng, U, [_PLACEMENT[g][0] for g in cfg.geometries])
+    Bpat = _place_patterns(rng, V, [_PLACEMENT[g][1] for g in cfg.geometries])
+    if n_gating == m:
+        gating = np.arange(m)
+        C = _random_directions(rng, m, K)
+    else:
+        gating = np.sort(rng.choice(m, size=n_gating, replace=False))
+        C = np.zeros((m, K))
+        C[gating] = _random_directions(rng, n_gating, K)
+    # Drawn only when asked for, so dense simulations keep their draws.
+    if cfg.n_src_members:
+        A = _member_patterns(rng, cfg.p, K, cfg.n_src_members)
+    if cfg.n_tgt_members:
+        Bpat = _member_patterns(rng, cfg.q, K, cfg.n_tgt_members)
+    sign_a, sign_b = canonical_signs(A), canonical_signs(Bpat)
+    return A * sign_a, Bpat * sign_b, C * (sign_a * sign_b), gating
+
+
+def _scale_to_snr(par, X, Z, cfg):
+    """Parameters with S, D and lambda scaled to the in-sample SNRs, and the channel gains."""
+    baseline = (X @ par.U) * par.S @ par.V.T
+    S = par.S * _snr_scale(baseline, cfg.baseline_snr)
+    additive = Z @ par.D
+    D = par.D * _snr_scale(additive, cfg.additive_snr)
+    gains = (X @ par.A) * (Z @ par.C)
+    lam = par.lam * _snr_scale((gains * par.lam) @ par.Bpat.T, cfg.modulation_snr)
+    return par._replace(S=S, D=D, lam=lam), gains
 
 
 def _snr_scale(signal_part, snr):
@@ -810,10 +875,55 @@ def _shared_population(rng, n_samples, layout, shared, coef):
     return out
 
 
-def _simulate_source(rng, n_samples, n_source, loadings, coef):
-    if loadings is None:
-        return ar1_series(rng, n_samples, n_source, coef)
-    return _latent_population(rng, n_samples, loadings, coef)
+def _source_activity(rng, cfg, par):
+    """Centred source activity: shared variability, a low-dimensional latent, or independent."""
+    if par.layout is not None and "source" in cfg.shared["populations"]:
+        X = _shared_population(rng, cfg.T, par.layout["source"], cfg.shared, cfg.rho_x)
+    elif par.loadings is None:
+        X = ar1_series(rng, cfg.T, cfg.p, cfg.rho_x)
+    else:
+        X = _latent_population(rng, cfg.T, par.loadings, cfg.rho_x)
+    # Sample-centred inputs make the parameters exactly those of the model
+    # the estimator fits (it centres with training means).
+    X -= X.mean(axis=0)
+    return X
+
+
+def _modulator_activity(rng, cfg, par):
+    """Z-scored modulator: a population sharing variability, or one of ``MODULATOR_KINDS``."""
+    if par.layout is not None and "modulator" in cfg.shared["populations"]:
+        Z = _shared_population(rng, cfg.T, par.layout["modulator"], cfg.shared, cfg.rho_z)
+    else:
+        Z = _simulate_modulator(rng, cfg.T, cfg.m, cfg.modulator_kind, cfg.rho_z)
+    return (Z - Z.mean(axis=0)) / Z.std(axis=0)
+
+
+def _draw_target(rng, cfg, par, X, Z, gains):
+    """Baseline matrix ``B`` and the target ``Y`` of the model equation (draws the noise)."""
+    noise = _target_noise(rng, cfg, par.layout)
+    B = (par.U * par.S) @ par.V.T
+    Y = par.mu + X @ B + Z @ par.D + (gains * par.lam) @ par.Bpat.T + noise
+    return B, Y
+
+
+def _observe(rng, calcium, X, Y, truth):
+    """X and Y as returned: the activity, or (keeping it in ``truth``) calcium traces of it."""
+    if calcium is not None:
+        truth.source_rates, truth.target_rates = X, Y
+        X = _calcium_traces(rng, X, **calcium)
+        Y = _calcium_traces(rng, Y, **calcium)
+    return X, Y
+
+
+def _target_noise(rng, cfg, layout):
+    """Target noise ``e_t`` of variance ``_NOISE_VAR``: shared, AR(1) or white."""
+    if layout is not None and "target" in cfg.shared["populations"]:
+        return np.sqrt(_NOISE_VAR) * _shared_population(
+            rng, cfg.T, layout["target"], cfg.shared, cfg.rho_e
+        )
+    if cfg.rho_e != 0:
+        return np.sqrt(_NOISE_VAR) * ar1_series(rng, cfg.T, cfg.q, cfg.rho_e)
+    return rng.normal(scale=np.sqrt(_NOISE_VAR), size=(cfg.T, cfg.q))
 
 
 def _simulate_modulator(rng, n_samples, m, kind, coef):

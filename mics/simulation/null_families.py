@@ -31,6 +31,8 @@ Each family then changes one thing (see ``FAMILIES``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from sklearn.utils import check_random_state
 
@@ -355,9 +357,33 @@ def simulate_null_family(
     >>> dict(data.sizes)
     {'time': 6272, 'source': 20, 'target': 20, 'modulator': 2}
     """
-    import xarray as xr
-
     settings = _check_family_options(family, options)
+    n_trials, L, p, q, m, rank = _check_recording(size, rank, gate, gate_kind)
+    rng = check_random_state(random_state)
+    X, Z = _source_and_modulator(rng, family, n_trials, L, p, m, settings)
+    target = _target(
+        rng, family, X, Z, L, settings, q=q, rank=rank, gate=float(gate), gate_kind=gate_kind
+    )
+    X, Y = _observed(rng, family, X, target.signal, target.noise, L, settings)
+    X, Y, Z, condition = _with_stimulus(
+        rng, (X, Y, Z), n_trials, L, n_conditions, stimulus_strength
+    )
+    attrs = {"family": family, "gate": float(gate), "gate_kind": gate_kind, **settings}
+    data = _recording(X, Y, Z, condition, L, n_conditions, attrs)
+    truth = dict(
+        family=family,
+        gate=float(gate),
+        gate_kind=gate_kind,
+        settings=settings,
+        gate_fraction=target.gate_fraction,
+    )
+    if gate > 0:
+        truth.update(target.channel)
+    return data, truth
+
+
+def _check_recording(size, rank, gate, gate_kind):
+    """Check the recording's size, rank and gate: ``(n_trials, L, p, q, m, rank)``."""
     dims = SIZES[size] if isinstance(size, str) and size in SIZES else size
     if not isinstance(dims, dict):
         raise ValueError(f"size must be one of {sorted(SIZES)} or a dict, got {size!r}.")
@@ -371,12 +397,25 @@ def simulate_null_family(
         raise ValueError(f"gate must be a finite number >= 0, got {gate!r}.")
     if gate_kind not in GATE_KINDS:
         raise ValueError(f"gate_kind must be one of {GATE_KINDS}, got {gate_kind!r}.")
-    rng = check_random_state(random_state)
-    T = n_trials * L
+    return n_trials, L, p, q, m, rank
 
-    X, Z = _source_and_modulator(rng, family, n_trials, L, p, m, settings)
 
-    # The linear read-out and the additive effect.
+class _Target(NamedTuple):
+    """The target's parts before observation, and what defines the gate."""
+
+    signal: np.ndarray
+    noise: np.ndarray
+    gate_fraction: float
+    channel: dict
+
+
+def _target(rng, family, X, Z, L, settings, *, q, rank, gate, gate_kind):
+    """Linear read-out of the source, additive effect of the modulator, gate and private noise.
+
+    ``X`` and ``Z`` hold whole trials of ``L`` samples.
+    """
+    p, m = X.shape[1], Z.shape[1]
+    n_trials = X.shape[0] // L
     U = np.linalg.qr(rng.standard_normal((p, rank)))[0]
     V = np.linalg.qr(rng.standard_normal((q, rank)))[0]
     u = X @ U
@@ -394,20 +433,31 @@ def simulate_null_family(
         else:
             z_add = (Z - Z.mean(axis=0)) ** 2
     additive = _scaled(z_add @ rng.standard_normal((m, q)), _ADDITIVE_SNR)
-    gated, channel = _gate_term(rng, X, Z, q, float(gate), gate_kind, U @ V.T)
+    gated, channel = _gate_term(rng, X, Z, q, gate, gate_kind, U @ V.T)
     noise = _ar1_trials(rng, n_trials, L, q, _AUTOCORR)
     signal = communicated + additive + gated
     gate_fraction = float(gated.var(axis=0).sum() / (signal + noise).var(axis=0).sum())
+    return _Target(signal, noise, gate_fraction, channel)
 
-    X, Y = _observed(rng, family, X, signal, noise, L, settings)
 
+def _with_stimulus(rng, arrays, n_trials, L, n_conditions, strength):
+    """The arrays plus a stimulus-locked response per condition, and each trial's condition."""
     condition = rng.permutation(np.arange(n_trials) % n_conditions)
-    for arr in (X, Y, Z):
+    out = []
+    for arr in arrays:
         resp = _stimulus(rng, n_conditions, L, arr.shape[1])
-        scale = np.sqrt(stimulus_strength) * arr.std(axis=0)
-        arr += (resp[condition] * scale).reshape(T, -1)
+        scale = np.sqrt(strength) * arr.std(axis=0)
+        out.append(arr + (resp[condition] * scale).reshape(n_trials * L, -1))
+    return (*out, condition)
+
+
+def _recording(X, Y, Z, condition, L, n_conditions, attrs):
+    """The recording as a Dataset along time, with its trial, time and direction coordinates."""
+    import xarray as xr
+
+    n_trials = condition.shape[0]
     trial = np.repeat(np.arange(n_trials), L)
-    data = xr.Dataset(
+    return xr.Dataset(
         {
             "X": (("time", "source"), X),
             "Y": (("time", "target"), Y),
@@ -417,19 +467,9 @@ def simulate_null_family(
             "trial": ("time", trial),
             "trial_time": ("time", np.tile(np.arange(L) - L // 4, n_trials)),
             "direction": ("time", (360.0 / n_conditions * condition)[trial]),
-            "source": np.arange(p),
-            "target": np.arange(q),
-            "modulator": np.arange(m),
+            "source": np.arange(X.shape[1]),
+            "target": np.arange(Y.shape[1]),
+            "modulator": np.arange(Z.shape[1]),
         },
-        attrs={"family": family, "gate": float(gate), "gate_kind": gate_kind, **settings},
+        attrs=attrs,
     )
-    truth = dict(
-        family=family,
-        gate=float(gate),
-        gate_kind=gate_kind,
-        settings=settings,
-        gate_fraction=gate_fraction,
-    )
-    if gate > 0:
-        truth.update(channel)
-    return data, truth

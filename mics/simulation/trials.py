@@ -117,8 +117,6 @@ def simulate_trials(
         Parameters of the fluctuation model (``coef_``, channels...). The
         stimulus-locked parts are additive and not in it.
     """
-    import xarray as xr
-
     n_trials = check_int(n_trials, "n_trials", minimum=2)
     L = check_int(n_samples_per_trial, "n_samples_per_trial", minimum=2)
     C = check_int(n_conditions, "n_conditions", minimum=1)
@@ -154,9 +152,17 @@ def simulate_trials(
     Z = Z + _scale_to(z_stim, s)[condition].reshape(T, m)
     Y = Y + _scale_to(y_stim, s)[condition].reshape(T, q)
 
+    return _trials_dataset(X, Y, Z, condition, L, C, fs), truth
+
+
+def _trials_dataset(X, Y, Z, condition, L, n_conditions, fs):
+    """The trials as a Dataset along time (coordinates time, trial, trial_time, direction)."""
+    import xarray as xr
+
+    n_trials, T = condition.shape[0], X.shape[0]
     trial = np.repeat(np.arange(n_trials), L)
     onset = int(round(_PRE_STIMULUS * L))
-    data = xr.Dataset(
+    return xr.Dataset(
         {
             "X": (("time", "source"), X),
             "Y": (("time", "target"), Y),
@@ -166,11 +172,10 @@ def simulate_trials(
             "time": ("time", np.arange(T) / fs),
             "trial": ("time", trial),
             "trial_time": ("time", np.tile((np.arange(L) - onset) / fs, n_trials)),
-            "direction": ("time", (360.0 / C * condition)[trial]),
-            "source": np.arange(p),
-            "target": np.arange(q),
-            "modulator": np.arange(m),
+            "direction": ("time", (360.0 / n_conditions * condition)[trial]),
+            "source": np.arange(X.shape[1]),
+            "target": np.arange(Y.shape[1]),
+            "modulator": np.arange(Z.shape[1]),
         },
         attrs={"fs": float(fs), "n_trials": n_trials, "n_samples_per_trial": L},
     )
-    return data, truth

@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -394,15 +395,13 @@ def test_modulation(
     random_state : int or RandomState
     stop_after : int, optional
         Sequential Monte-Carlo test (Besag & Clifford 1991): the shifts are
-        evaluated in their drawn order and the test stops as soon as
-        ``stop_after`` null statistics reach the observed one, with the exact
-        p-value ``stop_after / L`` (``L`` shifts evaluated). A clearly null
-        result then costs about ``stop_after / p`` fits instead of
-        ``n_permutations``; when fewer than ``stop_after`` exceedances occur
-        the test runs to the end and the p-value is the usual one, so small
-        p-values are exactly those of the full test. Off by default
-        (``None``: all shifts run). ``shifts`` and ``null_distribution``
-        then hold the evaluated shifts only.
+        evaluated in their drawn order until ``stop_after`` null statistics
+        reach the observed one, with the exact p-value ``stop_after / L``
+        (``L`` shifts evaluated): a clearly null result costs about
+        ``stop_after / p`` fits instead of ``n_permutations``. With fewer
+        exceedances the test runs to the end with the usual p-value, so small
+        p-values are those of the full test. Default ``None``: all shifts
+        run. ``shifts`` and ``null_distribution`` hold the evaluated ones.
     n_boot : int, optional
         Bootstrap draws for the effect size's interval (whole trials with
         trial ids, contiguous blocks otherwise; see :func:`heldout_effect`).
@@ -435,10 +434,9 @@ def test_modulation(
         ``"quadratic"`` (default) also regresses out of the target the
         pairwise products of the source's three leading communicated
         components and (with ``"drift"`` in ``condition_on``) their products
-        with the drift basis: a
-        quadratic source -> target map and a coupling that drifts over the
-        session are then part of the reduced model, not of the gating the
-        statistic can find.
+        with the drift basis: a quadratic source -> target map and a coupling
+        that drifts over the session are then part of the reduced model, not
+        of the gating the statistic can find.
 
     Returns
     -------
@@ -448,6 +446,52 @@ def test_modulation(
         fraction of the recorded target's held-out variance that
         ``max(n_channels, 1)`` channels explain beyond the additive model.
     """
+    inputs = _test_inputs(
+        X, Y, Z, groups=groups, conditions=conditions, null=null, n_permutations=n_permutations,
+        min_shift=min_shift, stop_after=stop_after, n_boot=n_boot, confidence=confidence,
+        random_state=random_state,
+    )  # fmt: skip
+    core = _observed_and_null(
+        estimator, inputs, n_jobs=n_jobs, verbose=verbose, additive=additive,
+        source_map=source_map, condition_on=condition_on, drift_df=drift_df,
+    )  # fmt: skip
+    n_capped = _n_capped(core.outcome) + core.capped
+    if n_capped:
+        warnings.warn(
+            f"{n_capped} fold fits of the test stopped at max_iter={core.fixed['max_iter']} "
+            "before converging, so the statistics depend on where the cap falls; raise max_iter.",
+            UserWarning,
+            stacklevel=2,
+        )
+    # The effect size is measured on the recorded target, whose held-out
+    # variance a reader knows, not on the residual the null shifts; its seed
+    # is drawn after the null's, which therefore does not depend on n_boot.
+    effect = _effect_of_selection(
+        estimator, inputs.recorded, core.outcome, n_boot=inputs.n_boot, confidence=confidence,
+        n_jobs=n_jobs, verbose=verbose, seed=inputs.rng.randint(np.iinfo(np.int32).max),
+    )  # fmt: skip
+    return _modulation_result(core, inputs, n_capped=n_capped, confidence=confidence, **effect)
+
+
+test_modulation.__test__ = False
+
+
+class _TestInputs(NamedTuple):
+    """The checked settings of :func:`test_modulation` and the recording as a problem."""
+
+    rng: np.random.RandomState
+    n_permutations: int
+    stop_after: int | None
+    conditions: object
+    n_boot: int
+    recorded: object
+    null: str
+    min_shift: int | None
+
+
+def _test_inputs(X, Y, Z, *, groups, conditions, null, n_permutations, min_shift, stop_after,
+                 n_boot, confidence, random_state):  # fmt: skip
+    """Check :func:`test_modulation`'s settings (in the order its errors are raised)."""
     rng = check_random_state(random_state)
     n_permutations = check_count(n_permutations, "n_permutations", 1)
     if stop_after is not None:
@@ -462,57 +506,39 @@ def test_modulation(
     null = check_null(null, recorded.groups)
     if null == "circular":
         min_shift = check_min_shift(min_shift, recorded.n_samples)
-    # The reduced model, the null variants' residualisations and refits run
-    # here while worker processes fit the null data sets: one BLAS thread, as
-    # the fits use (small products gain nothing from threads, and threads
-    # competing with the workers slowed them tenfold).
-    with single_blas_thread():
-        observed, outcome, reduced, null_dist, capped, variants, fixed = _observed_and_null(
-            estimator, recorded, rng, null=null, n_permutations=n_permutations,
-            min_shift=min_shift, conditions=conditions, stop_after=stop_after, n_jobs=n_jobs,
-            verbose=verbose, additive=additive, source_map=source_map,
-            condition_on=condition_on, drift_df=drift_df,
-        )  # fmt: skip
-    n_capped = _n_capped(outcome) + capped
-    if n_capped:
-        warnings.warn(
-            f"{n_capped} fold fits of the test stopped at max_iter={fixed['max_iter']} before "
-            "converging, so the statistics depend on where the cap falls; raise max_iter.",
-            UserWarning,
-            stacklevel=2,
-        )
-    # The effect size is measured on the recorded target, whose held-out
-    # variance a reader knows, not on the residual the null shifts; its seed
-    # is drawn after the null's, which therefore does not depend on n_boot.
-    effect = _effect_of_selection(
-        estimator, recorded, outcome, n_boot=n_boot, confidence=confidence, n_jobs=n_jobs,
-        verbose=verbose, seed=rng.randint(np.iinfo(np.int32).max),
-    )  # fmt: skip
+    return _TestInputs(
+        rng, n_permutations, stop_after, conditions, n_boot, recorded, null, min_shift
+    )
+
+
+def _modulation_result(core, inputs, *, n_capped, confidence, **effect):
+    """The :class:`ModulationTest` of an observed statistic, its null and its effect size."""
+    outcome, null_dist, variants = core.outcome, core.null_distribution, core.variants
     res = outcome.cv_results
     loss = res["n_channels_mean_loss"]
     perms = None if variants.permutations is None else variants.permutations[: null_dist.size]
+    p_value = _monte_carlo_p_value(
+        null_dist, core.observed, inputs.n_permutations, inputs.stop_after
+    )
     return ModulationTest(
-        observed,
+        core.observed,
         float(loss[0] - loss[res["n_channels_best_index"]]),
         null_dist,
-        float(_monte_carlo_p_value(null_dist, observed, n_permutations, stop_after)),
+        float(p_value),
         outcome.n_channels,
         variants.shifts[: null_dist.size],
-        null,
+        inputs.null,
         perms,
         n_capped,
         confidence=float(confidence),
         rank=int(outcome.rank),
-        condition_on=reduced.condition_on,
-        modulator_r2_drift=reduced.r2("drift"),
-        modulator_r2_source=reduced.r2("source"),
-        source_map_r2=reduced.source_map_r2,
-        **modulator_units(recorded),
+        condition_on=core.reduced.condition_on,
+        modulator_r2_drift=core.reduced.r2("drift"),
+        modulator_r2_source=core.reduced.r2("source"),
+        source_map_r2=core.reduced.source_map_r2,
+        **modulator_units(inputs.recorded),
         **effect,
     )
-
-
-test_modulation.__test__ = False
 
 
 @dataclass(frozen=True)
@@ -659,30 +685,47 @@ def null_variants(reduced, null, rng, n_permutations, *, min_shift=None, conditi
     return NullVariants(problems, np.zeros(0, dtype=int), perms)
 
 
-def _observed_and_null(estimator, recorded, rng, *, null, n_permutations, min_shift,
-                       conditions, stop_after, n_jobs, verbose, additive, source_map,
+class _ObservedAndNull(NamedTuple):
+    """The observed statistic with its selection and reduced model, and the null's."""
+
+    observed: float
+    outcome: object
+    reduced: ReducedProblem
+    null_distribution: np.ndarray
+    capped: int
+    variants: NullVariants
+    fixed: dict
+
+
+def _observed_and_null(estimator, inputs, *, n_jobs, verbose, additive, source_map,
                        condition_on, drift_df):  # fmt: skip
     """The observed statistic and its selection, then the null's (the test's core)."""
-    reduced = reduced_problem(
-        estimator,
-        recorded,
-        additive=additive,
-        source_map=source_map,
-        condition_on=condition_on,
-        drift_df=drift_df,
-    )
-    observed, outcome = _improvement(gain_params(estimator), reduced.problem)
-    # once, about the user's own selection (not once per null fit)
-    warn_fold_outliers(outcome.cv_results)
-    fixed = gain_params(estimator, rank=outcome.rank)
-    variants = null_variants(
-        reduced, null, rng, n_permutations, min_shift=min_shift, conditions=conditions
-    )
-    null_dist, capped = _null_distribution(
-        fixed, reduced.problem, variants.problems, observed, n_permutations, stop_after,
-        n_jobs, verbose,
-    )  # fmt: skip
-    return observed, outcome, reduced, null_dist, capped, variants, fixed
+    # The reduced model, the null variants' residualisations and refits run
+    # here while worker processes fit the null data sets: one BLAS thread, as
+    # the fits use (small products gain nothing from threads, and threads
+    # competing with the workers slowed them tenfold).
+    with single_blas_thread():
+        reduced = reduced_problem(
+            estimator,
+            inputs.recorded,
+            additive=additive,
+            source_map=source_map,
+            condition_on=condition_on,
+            drift_df=drift_df,
+        )
+        observed, outcome = _improvement(gain_params(estimator), reduced.problem)
+        # once, about the user's own selection (not once per null fit)
+        warn_fold_outliers(outcome.cv_results)
+        fixed = gain_params(estimator, rank=outcome.rank)
+        variants = null_variants(
+            reduced, inputs.null, inputs.rng, inputs.n_permutations, min_shift=inputs.min_shift,
+            conditions=inputs.conditions,
+        )  # fmt: skip
+        null_dist, capped = _null_distribution(
+            fixed, reduced.problem, variants.problems, observed, inputs.n_permutations,
+            inputs.stop_after, n_jobs, verbose,
+        )  # fmt: skip
+    return _ObservedAndNull(observed, outcome, reduced, null_dist, capped, variants, fixed)
 
 
 def _null_distribution(fixed, problem, variants, observed, n_permutations, stop_after, n_jobs,
@@ -882,26 +925,11 @@ def heldout_effect(
     if n_boot == 0 or not problem.in_memory:
         return gains, draws, intervals, ""
     rng = check_random_state(random_state)
-    n, groups = problem.n_samples, problem.groups
-    if groups is None:
-        n_folds = len(problem.splits(params["cv"], params["gap"]))
-        if block_length is None:
-            block_length = min(int(round(np.sqrt(n))), max(1, n // (3 * n_folds)))
-        block_length = check_count(block_length, "block_length", 1, n)
-    starts, lengths = _unit_bounds(n, groups, block_length)
-    variants = (problem.resampled(*_unit_draw(starts, lengths, rng)) for _ in range(n_boot))
-    draws = np.asarray(
-        list(
-            problem.map(
-                partial(_cumulative_gains, params),
-                variants,
-                n_jobs=n_jobs,
-                desc="effect bootstrap",
-                verbose=verbose,
-                total=n_boot,
-            )
-        )
-    ).reshape(n_boot, n_channels)
+    groups = problem.groups
+    draws = _effect_draws(
+        params, problem, n_boot=n_boot, block_length=block_length, n_jobs=n_jobs,
+        verbose=verbose, rng=rng,
+    )  # fmt: skip
     ok = np.isfinite(draws).all(axis=1)
     if ok.sum() >= max(2, n_boot / 2):
         tail = (1 - confidence) / 2
@@ -916,6 +944,34 @@ def heldout_effect(
             stacklevel=3,
         )
     return gains, draws, intervals, "block" if groups is None else "trial"
+
+
+def _effect_draws(params, problem, *, n_boot, block_length, n_jobs, verbose, rng):
+    """The bootstrap's cumulative gains, one row per draw of whole trials (or blocks).
+
+    Without trial ids the blocks default to ``sqrt(n_samples)`` samples,
+    fewer when needed for three blocks per fold of the estimator.
+    """
+    n, groups = problem.n_samples, problem.groups
+    if groups is None:
+        n_folds = len(problem.splits(params["cv"], params["gap"]))
+        if block_length is None:
+            block_length = min(int(round(np.sqrt(n))), max(1, n // (3 * n_folds)))
+        block_length = check_count(block_length, "block_length", 1, n)
+    starts, lengths = _unit_bounds(n, groups, block_length)
+    variants = (problem.resampled(*_unit_draw(starts, lengths, rng)) for _ in range(n_boot))
+    return np.asarray(
+        list(
+            problem.map(
+                partial(_cumulative_gains, params),
+                variants,
+                n_jobs=n_jobs,
+                desc="effect bootstrap",
+                verbose=verbose,
+                total=n_boot,
+            )
+        )
+    ).reshape(n_boot, params["max_channels"])
 
 
 def _percent(x):
@@ -1337,8 +1393,6 @@ def bootstrap_channels(
         ``"trial"`` or ``"block"``. Pass it as ``intervals`` to
         :func:`mics.model.summarize`.
     """
-    import xarray as xr
-
     rng = check_random_state(random_state)
     n_boot = check_count(n_boot, "n_boot", 1)
     check_fraction(confidence, "confidence")
@@ -1347,10 +1401,7 @@ def bootstrap_channels(
     problem = make_problem(X, Y, Z, groups=groups).unlabelled()
     n, groups = problem.n_samples, problem.groups
     _check_fitted_columns(model, problem)
-    if groups is None:
-        if block_length is None:
-            block_length = max(1, int(round(np.sqrt(n))))
-        block_length = check_count(block_length, "block_length", 1, n)
+    block_length = _bootstrap_block_length(block_length, n, groups)
     fixed = clone(model).set_params(
         rank=model.rank_, n_channels=model.n_channels_, verbose=0, n_jobs=1, **_chosen(model)
     )
@@ -1358,13 +1409,7 @@ def bootstrap_channels(
     if scheme not in ("bootstrap", "half"):
         raise ValueError(f"scheme must be 'bootstrap' or 'half', got {scheme!r}.")
     half = scheme == "half"
-    if groups is None:
-        draw = _half_block_indices if half else _block_indices
-        draws_idx = [(draw(n, block_length, rng), None) for _ in range(n_boot)]
-    else:
-        block_length = None
-        draw = trial_subsample_indices if half else trial_bootstrap_indices
-        draws_idx = [draw(groups, rng) for _ in range(n_boot)]
+    draws_idx = _resample_indices(problem, n_boot, block_length, half, rng)
     variants = ((problem.resampled(i, g), s) for (i, g), s in zip(draws_idx, seeds, strict=True))
     fits = problem.map(
         partial(_boot_fit, fixed),
@@ -1375,6 +1420,39 @@ def bootstrap_channels(
         total=n_boot,
     )
     ds = _aligned_draws(model, fits, metric)
+    return _intervals_and_draws(
+        ds,
+        confidence=confidence,
+        n_boot=n_boot,
+        block_length=-1 if block_length is None else block_length,
+        resampling=("block" if groups is None else "trial") + ("-half" if half else ""),
+        metric=metric,
+    )
+
+
+def _bootstrap_block_length(block_length, n, groups):
+    """Samples per resampled block: as given or ``sqrt(n)``; None when whole trials are drawn."""
+    if groups is not None:
+        return None
+    if block_length is None:
+        block_length = max(1, int(round(np.sqrt(n))))
+    return check_count(block_length, "block_length", 1, n)
+
+
+def _resample_indices(problem, n_boot, block_length, half, rng):
+    """Rows (and, for trials, their trial ids) of every resample, drawn in turn from ``rng``."""
+    n, groups = problem.n_samples, problem.groups
+    if groups is None:
+        draw = _half_block_indices if half else _block_indices
+        return [(draw(n, block_length, rng), None) for _ in range(n_boot)]
+    draw = trial_subsample_indices if half else trial_bootstrap_indices
+    return [draw(groups, rng) for _ in range(n_boot)]
+
+
+def _intervals_and_draws(ds, *, confidence, **attrs):
+    """The bootstrap's result: the draws' quantile intervals, the draws, and ``attrs``."""
+    import xarray as xr
+
     lo, hi = (1 - confidence) / 2, 1 - (1 - confidence) / 2
     # Intervals carry the decomposition's own variable names with a `bound`
     # dimension, so `mics.model.summarize(model.decompose(), out)`
@@ -1382,13 +1460,7 @@ def bootstrap_channels(
     bounds = ds.quantile([lo, hi], dim="boot").rename(quantile="bound")
     out = bounds.assign_coords(bound=["low", "high"])
     out = xr.merge([out, ds.rename({k: f"{k}_draws" for k in ds.data_vars})])
-    out.attrs.update(
-        confidence=confidence,
-        n_boot=n_boot,
-        block_length=-1 if block_length is None else block_length,
-        resampling=("block" if groups is None else "trial") + ("-half" if half else ""),
-        metric=metric,
-    )
+    out.attrs.update(confidence=confidence, **attrs)
     return out
 
 

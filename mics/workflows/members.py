@@ -78,6 +78,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import clone
@@ -449,11 +450,10 @@ def member_neurons(
 ):
     """Member neurons of each channel, at a false-discovery rate ``fdr``.
 
-    Every source, target and modulator neuron is tested for membership of
-    every channel by a cluster-robust regression test with cross-fitted
-    channel factors (the method is described in
-    :mod:`mics.workflows.members`, and when it applies in
-    ``docs/guide/members.md``); each role's list of each channel is a
+    Every source, target and modulator neuron is tested for membership of every
+    channel by a cluster-robust regression with cross-fitted channel factors
+    (the method: :mod:`mics.workflows.members`; when it applies:
+    ``docs/guide/members.md``). Each role's list of each channel is a
     Benjamini-Yekutieli (or Benjamini-Hochberg) selection at ``fdr``.
 
     Parameters
@@ -476,9 +476,8 @@ def member_neurons(
         input when not given. Without them, contiguous blocks of
         ``block_length`` samples stand in for trials.
     method : {"by", "bh"}, default="by"
-        Benjamini-Yekutieli, valid under any dependence between the
-        neurons' p-values, or Benjamini-Hochberg, more powerful and valid
-        for independent or positively dependent p-values (see Notes).
+        Benjamini-Yekutieli (valid under any dependence between the neurons'
+        p-values) or the more powerful Benjamini-Hochberg (see Notes).
     n_folds : int, default=5
         Cross-fitting folds (contiguous runs of whole trials or blocks).
     block_length : int, optional
@@ -520,19 +519,18 @@ def member_neurons(
 
     Notes
     -----
-    The guarantee of each list, also in the result's attributes
-    (``guarantee_source`` and so on): the expected share of false members
-    among those named is at most ``fdr``, per role and channel, if the
-    trials (or blocks) are independent of one another, there are enough of
-    them for the clustered t-tests (about 30 or more), and the model holds
-    for the non-members; for the source and modulator lists also that the
-    modulator is not driven by the source's fluctuations beyond a linear
-    relation. Shared variability among the neurons and autocorrelation
-    within trials are allowed: that is what the method is for. With
-    ``method="bh"`` the p-values must moreover be positively dependent,
-    which correlated neurons do not ensure; on simulated populations with
-    strong shared variability its realised false-discovery rate was about
-    the nominal one, that of ``"by"`` well below (``results/member_fdr/``).
+    The guarantee of each list (also the result's ``guarantee_*`` attributes):
+    the expected share of false members among those named is at most ``fdr``,
+    per role and channel, if the trials (or blocks) are independent of one
+    another, are enough for the clustered t-tests (about 30 or more), and the
+    model holds for the non-members; for the source and modulator lists also if
+    the modulator is not driven by the source's fluctuations beyond a linear
+    relation. Shared variability among the neurons and autocorrelation within
+    trials are allowed: that is what the method is for. ``method="bh"``
+    moreover needs positively dependent p-values, which correlated neurons do
+    not ensure; on simulated populations with strong shared variability its
+    realised false-discovery rate was about the nominal one, that of ``"by"``
+    well below (``results/member_fdr/``).
 
     With one modulator (``m = 1``) the modulator list is that modulator, for
     every channel that passes its test. With several channels the target
@@ -545,12 +543,44 @@ def member_neurons(
     2001. Bell & McCaffrey, Survey Methodology 2002. Imbens & Kolesar, Rev.
     Econ. Stat. 2016. Chernozhukov et al., Econometrics Journal 2018.
     """
-    import xarray as xr
-
     fdr = check_fraction(fdr, "fdr")
     if method not in _METHODS:
         raise ValueError(f"method must be one of {tuple(_METHODS)}, got {method!r}.")
     n_folds = check_count(n_folds, "n_folds", 2)
+    model, problem = _checked_problem(model, X, Y, Z, groups)
+    design = _design(model, problem, n_folds, block_length, controls)
+    cf = _fit_other_folds(
+        model, problem, design, n_jobs=n_jobs, verbose=verbose, random_state=random_state
+    )
+    tests = _member_tests(model, problem.shape, design, cf, prewhiten)
+    m = problem.shape[3]
+    _select(tests.tables, tests.channel, fdr, method, m)
+    ds = _member_dataset(model, problem.shape, tests)
+    ds.attrs = _attributes(design, tests, fdr=fdr, method=method, prewhiten=prewhiten, m=m)
+    return MemberNeurons(ds)
+
+
+class _Design(NamedTuple):
+    """The clusters of the samples, the cross-fitting folds and the regressions' controls."""
+
+    codes: np.ndarray  # (n,): the cluster (trial or block) of every sample
+    kind: str  # "trial" or "block"
+    block_length: int  # -1 for trials
+    n_clusters: int
+    n_folds: int
+    controls: str  # "full" or "subspace"
+
+
+class _Tests(NamedTuple):
+    """Every role's table of neuron tests, the channel tests, and why none ran (or "")."""
+
+    tables: dict
+    channel: dict
+    note: str
+
+
+def _checked_problem(model, X, Y, Z, groups):
+    """The fitted model (fitted here when it is not) and the in-memory data it was fitted on."""
     if Z is None:
         raise ValueError("member_neurons needs the modulator Z the model was fitted with.")
     if not hasattr(model, "n_channels_"):
@@ -561,7 +591,7 @@ def member_neurons(
             "member_neurons needs the data in memory (NumPy or in-memory xarray): the tests "
             "regress on the rows. Load chunked inputs first (.compute() or .load())."
         )
-    n, p, q, m = problem.shape
+    _, p, q, m = problem.shape
     fitted = (
         np.asarray(model.source_mean_).size,
         np.atleast_1d(model.intercept_).size,
@@ -574,6 +604,12 @@ def member_neurons(
                 f"{name} has {got} columns but the model was fitted with {want}: pass the "
                 "data the model was fitted on."
             )
+    return model, problem
+
+
+def _design(model, problem, n_folds, block_length, controls):
+    """The clusters and controls, checked against the number of samples."""
+    n, p, _, m = problem.shape
     K, r = int(model.n_channels_), int(model.rank_)
     codes, kind, block_length = _clusters(n, problem.groups, block_length)
     n_clusters = int(codes.max()) + 1
@@ -583,36 +619,60 @@ def member_neurons(
             "(shorten block_length or lower n_folds)."
         )
     controls = _choose_controls(controls, n, p, m, max(K, 1), r)
+    return _Design(codes, kind, block_length, n_clusters, n_folds, controls)
+
+
+def _fit_other_folds(model, problem, design, *, n_jobs, verbose, random_state):
+    """Dense fits of the model's size on the other folds, applied to every sample's fold.
+
+    None when the model has no non-empty channel (nothing to test).
+    """
+    K, r = int(model.n_channels_), int(model.rank_)
+    if not (K and np.any(np.asarray(model.channel_weights_))):
+        return None
+    n, n_folds, codes = problem.shape[0], design.n_folds, design.codes
+    splits = list(cv_splits(n_folds, n, groups=codes))
+    fixed = clone(model).set_params(
+        rank=r, n_channels=K, sparsity=0.0, verbose=0, n_jobs=1, **fitted_penalties(model)
+    )
+    seeds = np.random.RandomState(random_state).randint(np.iinfo(np.int32).max, size=n_folds)
+    variants = ((problem.resampled(train, codes[train]), s)
+                for (train, _), s in zip(splits, seeds, strict=True))  # fmt: skip
+    fits = list(problem.map(partial(_fold_fit, fixed), variants, n_jobs=n_jobs,
+                            desc="cross-fitting", verbose=verbose, total=n_folds))  # fmt: skip
+    return _cross_fit(model, fits, splits, problem.X, problem.Y, problem.Z)
+
+
+def _member_tests(model, shape, design, cf, prewhiten):
+    """The tests of every neuron and channel (before selection); NaN without a channel."""
+    _, p, q, m = shape
+    K = int(model.n_channels_)
     tables = {role: _empty_table(K, size) for role, size in zip(_ROLES, (p, q, m), strict=True)}
     channel = {
-        "fold_p_values": np.full((K, n_folds), np.nan),
+        "fold_p_values": np.full((K, design.n_folds), np.nan),
         "p_value": np.full(K, np.nan),
         "statistic": np.full(K, np.nan),
         "autocorrelation": np.full(K, np.nan),
         "target_autocorrelation": np.nan,
     }
     note = ""
-    if K and np.any(np.asarray(model.channel_weights_)):
-        splits = list(cv_splits(n_folds, n, groups=codes))
-        fixed = clone(model).set_params(
-            rank=r, n_channels=K, sparsity=0.0, verbose=0, n_jobs=1, **fitted_penalties(model)
-        )
-        seeds = np.random.RandomState(random_state).randint(np.iinfo(np.int32).max, size=n_folds)
-        variants = ((problem.resampled(train, codes[train]), s)
-                    for (train, _), s in zip(splits, seeds, strict=True))  # fmt: skip
-        fits = list(problem.map(partial(_fold_fit, fixed), variants, n_jobs=n_jobs,
-                                desc="cross-fitting", verbose=verbose, total=n_folds))  # fmt: skip
-        cf = _cross_fit(model, fits, splits, problem.X, problem.Y, problem.Z)
-        _test_channels(cf, codes, controls, prewhiten, tables, channel)
+    if cf is not None:
+        _test_channels(cf, design.codes, design.controls, prewhiten, tables, channel)
     elif K:
         note = "every channel of the model is empty (its sparsity zeroed it): no members."
     else:
         note = "the model has no channel: no members."
-    _select(tables, channel, fdr, method, m)
+    return _Tests(tables, channel, note)
 
+
+def _member_dataset(model, shape, tests):
+    """The result's variables: every role's table over (neuron, channel), the channel tests."""
+    import xarray as xr
+
+    tables, channel = tests.tables, tests.channel
     ds = xr.Dataset()
-    chan = np.arange(K)
-    for role, size in zip(_ROLES, (p, q, m), strict=True):
+    chan = np.arange(int(model.n_channels_))
+    for role, size in zip(_ROLES, shape[1:], strict=True):
         pattern = getattr(model, f"{role}_patterns_")
         coords = {role: pattern_labels(pattern, size), "channel": chan}
         dims = (role, "channel")
@@ -623,21 +683,24 @@ def member_neurons(
     for key in ("p_value", "statistic", "named", "autocorrelation"):
         ds[f"channel_{key}"] = ("channel", channel[key])
     ds["channel_fold_p_value"] = (("channel", "fold"), channel["fold_p_values"])
-    ds = ds.assign_coords(channel=chan)
-    ds.attrs = dict(
+    return ds.assign_coords(channel=chan)
+
+
+def _attributes(design, tests, *, fdr, method, prewhiten, m):
+    """The result's settings and the guarantee of every list."""
+    return dict(
         fdr=fdr,
         method=method,
-        n_folds=n_folds,
-        n_clusters=n_clusters,
-        clusters=kind,
-        block_length=block_length,
-        controls=controls,
+        n_folds=design.n_folds,
+        n_clusters=design.n_clusters,
+        clusters=design.kind,
+        block_length=design.block_length,
+        controls=design.controls,
         prewhiten=int(bool(prewhiten)),
-        target_autocorrelation=float(channel["target_autocorrelation"]),
-        note=note,
-        **{f"guarantee_{role}": guarantee(role, method, m, controls) for role in _ROLES},
+        target_autocorrelation=float(tests.channel["target_autocorrelation"]),
+        note=tests.note,
+        **{f"guarantee_{role}": guarantee(role, method, m, design.controls) for role in _ROLES},
     )
-    return MemberNeurons(ds)
 
 
 def _empty_table(K, size):

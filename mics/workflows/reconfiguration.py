@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -171,54 +172,11 @@ def asymmetry_from_energies(
     check_fraction(confidence, "confidence")
     check_fraction(margin, "margin")
     n_boot = draws.shape[0]
-    alpha = 1 - confidence
     df = n_boot - 1
-    two_sided = stats.t.ppf(1 - alpha / 2, df)
-    one_sided = stats.t.ppf(1 - alpha, df)
     est = _corrected_estimates(observed, draws)
-    fraction, frac_sd, difference = est["fraction"], est["fraction_sd"], est["difference"]
-    target, target_sd = fraction[_PT], frac_sd[_PT]
-    stable_t = (target - margin) / target_sd if target_sd > 0 else np.nan
-    t_stat = est["t"]
     chance = np.full(len(PARTS), np.nan) if chance is None else np.asarray(chance, float)
-    half = two_sided * est["difference_sd"]
     ds = xr.Dataset(
-        {
-            "fraction": ("part", fraction, {"long_name": "chance-corrected fraction of ||W||^2"}),
-            "fraction_observed": ("part", est["observed_fraction"], {"long_name": "fitted"}),
-            "fraction_interval": (
-                ("part", "bound"),
-                np.column_stack([fraction - two_sided * frac_sd, fraction + two_sided * frac_sd]),
-            ),
-            "difference": (
-                (),
-                float(difference),
-                {"long_name": "chance-corrected private_source - private_target"},
-            ),
-            "difference_observed": ((), float(est["observed_difference"])),
-            "difference_interval": ("bound", np.array([difference - half, difference + half])),
-            "statistic": (
-                (),
-                float(t_stat),
-                {"long_name": "t of the corrected energy difference"},
-            ),
-            "p_value": (
-                (),
-                float(2 * stats.t.sf(abs(t_stat), df)) if np.isfinite(t_stat) else np.nan,
-                {"long_name": "two-sided p, H0: E_ps = E_pt"},
-            ),
-            "target_upper": ((), float(target + one_sided * target_sd)),
-            "stable_p_value": (
-                (),
-                float(stats.t.cdf(stable_t, df)) if np.isfinite(stable_t) else np.nan,
-                {"long_name": f"p of H0: private target >= {margin:g} (small: stable targets)"},
-            ),
-            "bias": ((), float(np.nanmean(est["difference_draws"]) - est["observed_difference"])),
-            "chance": ("part", chance, {"long_name": "fractions of a noise-fitted channel"}),
-            "energy_draws": (("boot", "part"), draws),
-            "fraction_draws": (("boot", "part"), est["fraction_draws"]),
-            "difference_draws": ("boot", est["difference_draws"]),
-        },
+        _tested_variables(est, draws, chance, confidence=confidence, margin=margin, df=df),
         coords={"part": list(PARTS), "bound": ["low", "high"]},
     )
     ds.attrs.update(
@@ -235,6 +193,58 @@ def asymmetry_from_energies(
         }
     )
     return ds
+
+
+def _tested_variables(est, draws, chance, *, confidence, margin, df):
+    """The data variables of :func:`asymmetry_from_energies`: estimates, t intervals and tests.
+
+    ``est`` is :func:`_corrected_estimates` of ``draws``; the tests and
+    intervals use the t distribution on ``df`` degrees of freedom.
+    """
+    alpha = 1 - confidence
+    two_sided = stats.t.ppf(1 - alpha / 2, df)
+    one_sided = stats.t.ppf(1 - alpha, df)
+    fraction, frac_sd, difference = est["fraction"], est["fraction_sd"], est["difference"]
+    target, target_sd = fraction[_PT], frac_sd[_PT]
+    stable_t = (target - margin) / target_sd if target_sd > 0 else np.nan
+    t_stat = est["t"]
+    half = two_sided * est["difference_sd"]
+    return {
+        "fraction": ("part", fraction, {"long_name": "chance-corrected fraction of ||W||^2"}),
+        "fraction_observed": ("part", est["observed_fraction"], {"long_name": "fitted"}),
+        "fraction_interval": (
+            ("part", "bound"),
+            np.column_stack([fraction - two_sided * frac_sd, fraction + two_sided * frac_sd]),
+        ),
+        "difference": (
+            (),
+            float(difference),
+            {"long_name": "chance-corrected private_source - private_target"},
+        ),
+        "difference_observed": ((), float(est["observed_difference"])),
+        "difference_interval": ("bound", np.array([difference - half, difference + half])),
+        "statistic": (
+            (),
+            float(t_stat),
+            {"long_name": "t of the corrected energy difference"},
+        ),
+        "p_value": (
+            (),
+            float(2 * stats.t.sf(abs(t_stat), df)) if np.isfinite(t_stat) else np.nan,
+            {"long_name": "two-sided p, H0: E_ps = E_pt"},
+        ),
+        "target_upper": ((), float(target + one_sided * target_sd)),
+        "stable_p_value": (
+            (),
+            float(stats.t.cdf(stable_t, df)) if np.isfinite(stable_t) else np.nan,
+            {"long_name": f"p of H0: private target >= {margin:g} (small: stable targets)"},
+        ),
+        "bias": ((), float(np.nanmean(est["difference_draws"]) - est["observed_difference"])),
+        "chance": ("part", chance, {"long_name": "fractions of a noise-fitted channel"}),
+        "energy_draws": (("boot", "part"), draws),
+        "fraction_draws": (("boot", "part"), est["fraction_draws"]),
+        "difference_draws": ("boot", est["difference_draws"]),
+    }
 
 
 def _checked_energies(observed, draws):
@@ -377,25 +387,12 @@ def asymmetry(
     check_fraction(alpha, "alpha")
     confidence = 1 - alpha if confidence is None else confidence
     check_fraction(confidence, "confidence")
-    if interval is not None:
-        warnings.warn(
-            "interval= is no longer used: the asymmetry interval is the chance-corrected "
-            "bootstrap interval (see mics.asymmetry).",
-            FutureWarning,
-            stacklevel=2,
-        )
+    _warn_unused_interval(interval)
     n_channels = int(getattr(model, "n_channels_", 0))
     modulation_p = np.nan if test is None else float(test.p_value)
-    reason = _undefined_reason(n_channels, test, alpha)
-    if reason:
+    if reason := _undefined_reason(n_channels, test, alpha):
         return undefined_asymmetry(reason, modulation_p=modulation_p)
-    if int(getattr(model, "rank_", 1)) == 0:
-        # With no communication subspace every channel is "new" by definition.
-        raise ValueError(
-            "the baseline has rank 0 (no communication subspace), so every channel counts "
-            "as a 'new' interaction and source- against target-side reconfiguration is "
-            "undefined. Fit with rank >= 1 (or let MICs select the rank) to compare the sides."
-        )
+    _check_baseline_rank(model)
     if bootstrap is None:
         if X is None or Y is None or Z is None:
             raise ValueError("pass the data X, Y, Z the model was fitted on (or bootstrap=).")
@@ -413,6 +410,58 @@ def asymmetry(
             random_state=random_state,
             metric=metric,
         )
+    energies = _model_energies(
+        model, bootstrap, metric, n_channels=n_channels, modulation_p=modulation_p
+    )
+    result = asymmetry_from_energies(
+        energies.observed,
+        energies.draws,
+        confidence=confidence,
+        margin=margin,
+        chance=energies.chance,
+        attrs=energies.attrs,
+    )
+    if test is None:
+        result.attrs["status"] = "tested (modulation not tested)"
+    return result
+
+
+def _warn_unused_interval(interval):
+    """Warn (at the caller of :func:`asymmetry`) that a set ``interval=`` is ignored."""
+    if interval is not None:
+        warnings.warn(
+            "interval= is no longer used: the asymmetry interval is the chance-corrected "
+            "bootstrap interval (see mics.asymmetry).",
+            FutureWarning,
+            stacklevel=3,
+        )
+
+
+def _check_baseline_rank(model):
+    """Refuse a rank-0 baseline: without its subspaces the sides are undefined."""
+    if int(getattr(model, "rank_", 1)) == 0:
+        # With no communication subspace every channel is "new" by definition.
+        raise ValueError(
+            "the baseline has rank 0 (no communication subspace), so every channel counts "
+            "as a 'new' interaction and source- against target-side reconfiguration is "
+            "undefined. Fit with rank >= 1 (or let MICs select the rank) to compare the sides."
+        )
+
+
+class _ModelEnergies(NamedTuple):
+    """A model's observed energies (4,), its bootstrap's (n_boot, 4), chance fractions, attrs."""
+
+    observed: np.ndarray
+    draws: np.ndarray
+    chance: np.ndarray
+    attrs: dict
+
+
+def _model_energies(model, bootstrap, metric, *, n_channels, modulation_p):
+    """The fitted and bootstrap energies per part, checked to come from the same metric.
+
+    ``attrs`` (for the result) adds the bootstrap's resampling scheme to the arguments.
+    """
     missing = [f"energy_{part}_draws" for part in PARTS if f"energy_{part}_draws" not in bootstrap]
     if missing:
         raise ValueError(
@@ -436,17 +485,7 @@ def asymmetry(
         metric=metric,
         modulation_p_value=modulation_p,
     )
-    result = asymmetry_from_energies(
-        observed,
-        draws,
-        confidence=confidence,
-        margin=margin,
-        chance=chance_fractions(p, q, int(model.rank_)),
-        attrs=attrs,
-    )
-    if test is None:
-        result.attrs["status"] = "tested (modulation not tested)"
-    return result
+    return _ModelEnergies(observed, draws, chance_fractions(p, q, int(model.rank_)), attrs)
 
 
 def _undefined_reason(n_channels, test, alpha):

@@ -109,26 +109,9 @@ def stability_selection(
     The modulator pattern of a single modulator (``m = 1``) is not
     penalised; its frequency is then that of a non-zero channel.
     """
-    import xarray as xr
-
     from mics.workflows.inference import bootstrap_channels
 
-    # the weight the fit used: as given, or chosen on the folds (sparsity="cv")
-    if not getattr(model, "sparsity_", getattr(model, "sparsity", 0)):
-        raise ValueError(
-            "stability_selection needs a sparse model (MICs(sparsity=...) with sparsity > 0): "
-            "a dense fit gives every neuron a non-zero weight in every resample."
-        )
-    if not getattr(model, "n_channels_", 0):
-        raise ValueError("the model has no channel (n_channels_ = 0): there are no members.")
-    if not np.any(np.asarray(model.channel_weights_)):
-        # aligning resamples to an empty pattern has no meaning: the sparsity
-        # removed the channel, which is the model without it
-        raise ValueError(
-            "every channel of the model is empty (the sparsity set all its neurons to zero): "
-            "this is the model without channels, so there are no members. Refit with a "
-            "smaller sparsity to look at candidates, and read them as exploratory."
-        )
+    _check_has_members(model)
     n_boot = check_count(n_boot, "n_boot", 1)
     check_fraction(threshold, "threshold")
     if not 0.5 < threshold < 1:
@@ -146,6 +129,33 @@ def stability_selection(
         random_state=random_state,
         scheme=scheme,
     )
+    return _stability_dataset(model, boot, threshold, n_boot)
+
+
+def _check_has_members(model):
+    """Refuse a model whose resamples cannot name members: dense, or without a channel."""
+    # the weight the fit used: as given, or chosen on the folds (sparsity="cv")
+    if not getattr(model, "sparsity_", getattr(model, "sparsity", 0)):
+        raise ValueError(
+            "stability_selection needs a sparse model (MICs(sparsity=...) with sparsity > 0): "
+            "a dense fit gives every neuron a non-zero weight in every resample."
+        )
+    if not getattr(model, "n_channels_", 0):
+        raise ValueError("the model has no channel (n_channels_ = 0): there are no members.")
+    if not np.any(np.asarray(model.channel_weights_)):
+        # aligning resamples to an empty pattern has no meaning: the sparsity
+        # removed the channel, which is the model without it
+        raise ValueError(
+            "every channel of the model is empty (the sparsity set all its neurons to zero): "
+            "this is the model without channels, so there are no members. Refit with a "
+            "smaller sparsity to look at candidates, and read them as exploratory."
+        )
+
+
+def _stability_dataset(model, boot, threshold, n_boot):
+    """Selection frequencies, members and Meinshausen-Buhlmann bounds from the aligned draws."""
+    import xarray as xr
+
     ds = xr.Dataset(attrs={"threshold": float(threshold), "n_boot": n_boot})
     ds.attrs["resampling"] = boot.attrs.get("resampling", "block")
     K = int(model.n_channels_)
