@@ -142,6 +142,11 @@ STUDIES = (
         cost="40 min (appends to runs/, resumes)",
         report=("report",),
     ),
+    Study(
+        "effect_coverage",
+        "studies/validation/effect_coverage.py",
+        cost="1 h (appends to runs.csv, resumes)",
+    ),
     Study("sparse_null", "studies/validation/sparse_null.py", cost="10 min"),
     Study("sparse_rrr", "studies/validation/sparse_rrr.py", cost="3 min"),
     Study(
