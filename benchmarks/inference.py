@@ -43,21 +43,23 @@ class EffectInterval:
     """What the effect size's interval adds to a test (issue 47, item 4: at most 1.3x).
 
     ``test_modulation(MICs(), X, Y, Z, n_permutations=19)`` at T = 2000
-    (``mics.simulate``'s defaults, the README's test), once with
-    ``n_boot=0`` (the estimate only) and once with the default
-    ``n_boot = min(n_permutations, 100)`` refits. Both run in one commit, so
-    their ratio needs no second environment.
+    (``mics.simulate``'s defaults, the README's test): with ``n_boot=0`` (the
+    estimate only), with the default ``n_boot = min(n_permutations, 100)``
+    refits, and with ``interval="folds"`` (no refit: a t interval over the
+    estimate's own folds). All run in one commit, so their ratios need no
+    second environment.
     """
 
-    params = [["none", "default"]]
-    param_names = ["n_boot"]
+    params = [["none", "default", "folds"]]
+    param_names = ["interval"]
     rounds = 1
     repeat = (1, 3, 20.0)
     timeout = 300
 
-    def setup(self, n_boot):
+    def setup(self, interval):
         warm_up()
         self.X, self.Y, self.Z = mics.simulate(n_samples=2000, random_state=0)[:3]
 
-    def time_test(self, n_boot):
-        _test(self.X, self.Y, self.Z, n_permutations=19, n_boot=0 if n_boot == "none" else None)
+    def time_test(self, interval):
+        options = {"none": dict(n_boot=0), "default": {}, "folds": dict(interval="folds")}
+        _test(self.X, self.Y, self.Z, n_permutations=19, **options[interval])

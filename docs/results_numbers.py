@@ -276,6 +276,33 @@ def null_families():
     }
 
 
+def effect_coverage():
+    """``studies/validation/effect_coverage.py``: how often the effect interval covers."""
+    rows = _rows("effect_coverage/summary.csv")
+    cell = {(r["cell"], r["method"], r["n_draws"]): r for r in rows}
+
+    def covers(name, method, draws):
+        r = cell[(name, method, draws)]
+        return f"{r['covers_expected']} of {r['n']}"
+
+    def ratio(name):
+        r = cell[(name, "percentile", "100")]
+        return f"{float(r['mean_sd_100']) / float(r['sd_estimate']):.1f}"
+
+    def width(name):
+        folds, boot = cell[(name, "folds", "0")], cell[(name, "percentile", "100")]
+        return f"{float(folds['mean_width']) / float(boot['mean_width']):.2f}"
+
+    out = {"cov_n": cell[("block", "folds", "0")]["n"]}
+    for name in ("block", "block_null", "trial"):
+        key = name.replace("block_null", "null")
+        out[f"cov_{key}_boot"] = covers(name, "percentile", "100")
+        out[f"cov_{key}_folds"] = covers(name, "folds", "0")
+        out[f"cov_{key}_sd_ratio"] = ratio(name)
+        out[f"cov_{key}_width"] = width(name)
+    return out
+
+
 SOURCES = (
     trials,
     channel_search,
@@ -286,6 +313,7 @@ SOURCES = (
     sparse_members,
     joint_step,
     null_families,
+    effect_coverage,
 )
 
 

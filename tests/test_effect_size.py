@@ -149,3 +149,76 @@ def test_fit_summary_quotes_the_cv_gains_of_its_own_selection(gated):
     assert "Gating detected" not in text or res.p_value <= 0.05
     fixed = mics.MICs(rank=1, n_channels=1, n_init=0, verbose=0).fit(X, Y, Z)
     assert fixed.heldout_gains() is None and "fixed" in fixed.summary()
+
+
+# ------------------------------------------------- the interval without refits (issue 47)
+def test_fold_interval_is_a_t_interval_over_the_estimates_own_folds(gated):
+    from scipy import stats
+
+    X, Y, Z, truth, boot = gated
+    res = mics.test_modulation(
+        _estimator(), X, Y, Z, n_permutations=9, interval="folds", random_state=0, verbose=0
+    )
+    # The interval rides on the test like the bootstrap: statistic, null and
+    # estimate do not move.
+    assert res.statistic == boot.statistic and res.p_value == boot.p_value
+    assert res.effect_size == boot.effect_size and res.effect_resampling == "folds"
+    # Reference: the same cross-validation's fold losses, by hand.
+    est = _estimator().set_params(rank=res.rank, max_channels=1, channel_search="grid")
+    fold_loss = est.fit(X, Y, Z).cv_results_["n_channels_fold_loss"]
+    gains = fold_loss[0] - fold_loss[1]
+    np.testing.assert_allclose(res.effect_draws[:, 0], gains, rtol=1e-12)
+    assert np.isclose(gains.mean(), res.effect_size, rtol=1e-12)  # folds' mean = estimate
+    half = stats.t.ppf(0.975, gains.size - 1) * gains.std(ddof=1) / np.sqrt(gains.size)
+    np.testing.assert_allclose(res.effect_interval, gains.mean() + np.array([-half, half]))
+    np.testing.assert_allclose(res.channel_gain_intervals[0], res.effect_interval)
+    lo, hi = res.effect_interval
+    assert lo < _true_gain(X, Y, Z, truth) < hi  # and it covers the truth here
+    assert "t interval over the folds" in res.summary()
+
+
+def test_fold_interval_leaves_out_the_outlier_fold_as_the_estimate_does(monkeypatch):
+    from types import SimpleNamespace
+
+    from mics.model.selection import summarize_cv
+    from mics.workflows import inference
+
+    # A channel table as the selection summarises it, one fold an order of
+    # magnitude off (one artifact frame in its block).
+    loss = np.random.RandomState(1).uniform(0.4, 0.6, size=(3, 6))
+    loss[1:] -= [[0.05], [0.08]]
+    loss[:, 2] = [60.0, 50.0, 40.0]
+    table = summarize_cv([0, 1, 2], loss, key="n_channels")
+    results = {f"n_channels_{k}": v for k, v in table.items() if k != "n_channels"}
+    assert results["n_channels_fold_outlier"].tolist() == [i == 2 for i in range(6)]
+    outcome = SimpleNamespace(cv_results=results)
+    monkeypatch.setattr(inference, "fit_problem", lambda *a, **k: outcome)
+    gains, folds = inference._cumulative_gains({"max_channels": 2}, None, per_fold=True)
+    kept = np.delete(loss, 2, axis=1)
+    np.testing.assert_allclose(folds, (kept[0] - kept[1:]).T, rtol=1e-15)
+    np.testing.assert_allclose(folds.mean(axis=0), gains, rtol=1e-12)  # mean = estimate
+    np.testing.assert_array_equal(inference._cumulative_gains({"max_channels": 2}, None), gains)
+
+
+def test_chunked_problems_get_the_fold_interval_where_the_bootstrap_gives_none():
+    da = pytest.importorskip("dask.array")
+    from mics.data.problem import make_problem
+    from mics.workflows.inference import heldout_effect
+
+    X, Y, Z, _ = mics.simulate(n_samples=800, n_channels=1, random_state=3, **SIZES)
+    memory = make_problem(X, Y, Z).unlabelled()
+    chunked = make_problem(*(da.from_array(a, chunks=200) for a in (X, Y, Z))).unlabelled()
+    assert not chunked.in_memory
+    boot = heldout_effect(_estimator(), chunked, 1, 1, n_boot=10)
+    assert np.isnan(boot[2]).all() and boot[3] == ""
+    g_mem, _, iv_mem, _ = heldout_effect(_estimator(), memory, 1, 1, interval="folds")
+    g_chk, _, iv_chk, how = heldout_effect(_estimator(), chunked, 1, 1, interval="folds")
+    assert how == "folds" and np.isfinite(iv_chk).all()
+    np.testing.assert_allclose(iv_chk, iv_mem, rtol=1e-9)
+    np.testing.assert_allclose(g_chk, g_mem, rtol=1e-9)
+
+
+def test_interval_must_be_named():
+    X, Y, Z, _ = mics.simulate(n_samples=200, n_channels=0, random_state=0, **SIZES)
+    with pytest.raises(ValueError, match="interval must be 'bootstrap' or 'folds'"):
+        mics.test_modulation(_estimator(), X, Y, Z, n_permutations=2, interval="fold")

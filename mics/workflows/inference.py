@@ -17,6 +17,7 @@ from functools import partial
 from typing import NamedTuple
 
 import numpy as np
+from scipy import stats
 from scipy.optimize import linear_sum_assignment
 from sklearn.base import clone
 from sklearn.utils import check_random_state
@@ -98,14 +99,15 @@ class ModulationTest:
         explains (channel ``k`` against ``k - 1`` channels); they sum to
         ``effect_size``.
     channel_gain_intervals : ndarray of shape (effect_channels, 2)
-        Their bootstrap intervals.
+        Their intervals.
     effect_draws : ndarray of shape (n_boot, effect_channels)
         The bootstrap's cumulative gains (column ``k - 1``: ``k`` channels
         against none); NaN rows are draws whose folds could not be formed.
+        With ``interval="folds"``, one row per fold of the estimate.
     confidence : float
         Level of the intervals.
     effect_resampling : str
-        ``"trial"``, ``"block"`` or ``""`` (no bootstrap).
+        ``"trial"``, ``"block"``, ``"folds"`` (no refit) or ``""`` (no interval).
     rank : int
         Baseline rank selected on the real data (fixed in the null fits).
     condition_on : tuple of str
@@ -342,6 +344,7 @@ def test_modulation(
     stop_after=None,
     n_boot=None,
     confidence=0.95,
+    interval="bootstrap",
     condition_on=("source", "drift"),
     drift_df=5,
     additive="nonlinear",
@@ -408,6 +411,8 @@ def test_modulation(
         Default ``min(n_permutations, 100)``; 0 reports the estimate alone.
         Drawn after the null, so the statistic, null and p-value do not
         depend on it.
+    interval : {"bootstrap", "folds"}
+        ``"folds"``: no refits, a t interval over the estimate's folds (:func:`heldout_effect`).
     confidence : float
         Level of the effect-size intervals.
     condition_on : tuple of {"source", "drift"} or None
@@ -449,7 +454,7 @@ def test_modulation(
     inputs = _test_inputs(
         X, Y, Z, groups=groups, conditions=conditions, null=null, n_permutations=n_permutations,
         min_shift=min_shift, stop_after=stop_after, n_boot=n_boot, confidence=confidence,
-        random_state=random_state,
+        interval=interval, random_state=random_state,
     )  # fmt: skip
     core = _observed_and_null(
         estimator, inputs, n_jobs=n_jobs, verbose=verbose, additive=additive,
@@ -468,7 +473,8 @@ def test_modulation(
     # is drawn after the null's, which therefore does not depend on n_boot.
     effect = _effect_of_selection(
         estimator, inputs.recorded, core.outcome, n_boot=inputs.n_boot, confidence=confidence,
-        n_jobs=n_jobs, verbose=verbose, seed=inputs.rng.randint(np.iinfo(np.int32).max),
+        interval=interval, n_jobs=n_jobs, verbose=verbose,
+        seed=inputs.rng.randint(np.iinfo(np.int32).max),
     )  # fmt: skip
     return _modulation_result(core, inputs, n_capped=n_capped, confidence=confidence, **effect)
 
@@ -490,7 +496,7 @@ class _TestInputs(NamedTuple):
 
 
 def _test_inputs(X, Y, Z, *, groups, conditions, null, n_permutations, min_shift, stop_after,
-                 n_boot, confidence, random_state):  # fmt: skip
+                 n_boot, confidence, interval, random_state):  # fmt: skip
     """Check :func:`test_modulation`'s settings (in the order its errors are raised)."""
     rng = check_random_state(random_state)
     n_permutations = check_count(n_permutations, "n_permutations", 1)
@@ -502,6 +508,7 @@ def _test_inputs(X, Y, Z, *, groups, conditions, null, n_permutations, min_shift
         raise ValueError("test_modulation needs a modulator Z.")
     n_boot = min(n_permutations, 100) if n_boot is None else check_count(n_boot, "n_boot", 0)
     check_fraction(confidence, "confidence")
+    check_interval(interval)
     recorded = make_problem(X, Y, Z, groups=groups).unlabelled()
     null = check_null(null, recorded.groups)
     if null == "circular":
@@ -741,8 +748,8 @@ def _null_distribution(fixed, problem, variants, observed, n_permutations, stop_
     return _collect_null(results, observed, n_permutations, stop_after, verbose)
 
 
-def _effect_of_selection(estimator, recorded, outcome, *, n_boot, confidence, n_jobs, verbose,
-                         seed):  # fmt: skip
+def _effect_of_selection(estimator, recorded, outcome, *, n_boot, confidence, interval, n_jobs,
+                         verbose, seed):  # fmt: skip
     """The effect size of the selected model on the recorded target, as ModulationTest fields."""
     k_eff = max(outcome.n_channels, 1)
     base_gain = baseline_gain(estimator, recorded, outcome.rank)
@@ -753,13 +760,16 @@ def _effect_of_selection(estimator, recorded, outcome, *, n_boot, confidence, n_
         k_eff,
         n_boot=n_boot,
         confidence=confidence,
+        interval=interval,
         n_jobs=n_jobs,
         verbose=verbose,
         random_state=seed,
     )
     steps = np.diff(np.column_stack([np.zeros(len(draws)), draws]), axis=1)  # per channel
     gain_intervals = np.full((k_eff, 2), np.nan)
-    if np.isfinite(intervals).all():
+    if resampling == "folds":
+        gain_intervals = _t_intervals(steps, np.diff(np.r_[0.0, gains]), confidence)
+    elif np.isfinite(intervals).all():
         tail = (1 - confidence) / 2
         ok = np.isfinite(steps).all(axis=1)
         per = np.diff(np.r_[0.0, gains])
@@ -809,7 +819,7 @@ def baseline_gain(estimator, problem, rank):
     return float(loss[0] - loss[int(rank)])
 
 
-def _cumulative_gains(params, problem):
+def _cumulative_gains(params, problem, per_fold=False):
     """Held-out NSE of K = 0 minus that of K = 1 .. max_channels (fraction of target variance).
 
     Returns
@@ -817,13 +827,39 @@ def _cumulative_gains(params, problem):
     gains : ndarray of shape (max_channels,)
         NaN when the problem's folds cannot be formed (a bootstrap draw with
         too few distinct trials or blocks for the estimator's folds).
+    folds : ndarray of shape (n_folds_used, max_channels)
+        With ``per_fold``: the same per fold, outlier folds left out as in
+        the mean (so the folds' mean is ``gains``).
     """
     try:
         outcome = fit_problem(params, problem, cv_only=True)
     except ValueError:
+        if per_fold:
+            raise
         return np.full(params["max_channels"], np.nan)
-    loss = outcome.cv_results["n_channels_mean_loss"]
-    return loss[0] - loss[1:]
+    res = outcome.cv_results
+    loss = res["n_channels_mean_loss"]
+    if not per_fold:
+        return loss[0] - loss[1:]
+    fold_loss = res["n_channels_fold_loss"]
+    if "n_channels_fold_outlier" in res:
+        fold_loss = fold_loss[:, ~res["n_channels_fold_outlier"]]
+    return loss[0] - loss[1:], (fold_loss[0] - fold_loss[1:]).T
+
+
+def _t_intervals(values, centre, confidence):
+    """``centre`` +- a t quantile times the standard error of ``values``' rows, per column.
+
+    Returns
+    -------
+    ndarray of shape (n_columns, 2)
+        NaN with fewer than two rows.
+    """
+    n = values.shape[0]
+    if n < 2:
+        return np.full((values.shape[1], 2), np.nan)
+    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * values.std(axis=0, ddof=1) / np.sqrt(n)
+    return np.column_stack([centre - half, centre + half])
 
 
 def _unit_bounds(n, groups, block_length):
@@ -867,6 +903,7 @@ def heldout_effect(
     n_jobs=None,
     verbose=0,
     random_state=None,
+    interval="bootstrap",
 ):
     """Held-out variance fraction explained by ``n_channels`` channels, with a bootstrap interval.
 
@@ -883,6 +920,10 @@ def heldout_effect(
     estimate (``estimate + quantile - median``): a draw holds about 63% of
     the distinct trials, so its training folds are smaller and its gains
     biased low; their spread, not their centre, is what the draws measure.
+    With ``interval="folds"`` nothing is refitted: the interval is a t
+    interval over the per-fold gains of the estimate's own folds (outlier
+    folds left out, as in its mean), which chunked problems can have too;
+    its coverage beside the refits' is in ``results/effect_coverage/``.
 
     Parameters
     ----------
@@ -903,22 +944,27 @@ def heldout_effect(
         lowered so that there are at least three blocks per fold.
     n_jobs, verbose, random_state
         As in :func:`test_modulation`.
+    interval : {"bootstrap", "folds"}
 
     Returns
     -------
     gains : ndarray of shape (n_channels,)
         Cumulative held-out gains of ``1 .. n_channels`` channels.
     draws : ndarray of shape (n_boot, n_channels)
+        With ``"folds"``, one row per fold used.
     intervals : ndarray of shape (n_channels, 2)
         Intervals of the cumulative gains (NaN when fewer than half the
         draws could be cross-validated).
     resampling : str
-        ``"trial"``, ``"block"`` or ``""``.
+        ``"trial"``, ``"block"``, ``"folds"`` or ``""``.
     """
     n_channels = check_count(n_channels, "n_channels", 1)
     n_boot = check_count(n_boot, "n_boot", 0)
     check_fraction(confidence, "confidence")
     params = _effect_params(estimator, rank, n_channels)
+    if check_interval(interval) == "folds":
+        gains, folds = _cumulative_gains(params, problem, per_fold=True)
+        return gains, folds, _t_intervals(folds, gains, confidence), "folds"
     gains = _cumulative_gains(params, problem)
     draws = np.zeros((0, n_channels))
     intervals = np.full((n_channels, 2), np.nan)
@@ -983,6 +1029,8 @@ def _effect_text(test):
     lo, hi = test.effect_interval
     if np.isfinite(lo) and np.isfinite(hi):
         how = f"{test.confidence:.0%} {test.effect_resampling} bootstrap"
+        if test.effect_resampling == "folds":
+            how = f"{test.confidence:.0%} t interval over the folds"
         return f"{_percent(test.effect_size)} [{_percent(lo)}, {_percent(hi)}; {how}]"
     return f"{_percent(test.effect_size)} (no interval)"
 
@@ -1205,6 +1253,13 @@ def check_condition_on(condition_on):
     if unknown:
         raise ValueError(f"condition_on takes 'source' and/or 'drift' (or None), got {unknown!r}.")
     return tuple(c for c in ("source", "drift") if c in names)
+
+
+def check_interval(interval):
+    """The effect size's interval: ``"bootstrap"`` (refits) or ``"folds"`` (none)."""
+    if interval not in ("bootstrap", "folds"):
+        raise ValueError(f"interval must be 'bootstrap' or 'folds', got {interval!r}.")
+    return interval
 
 
 def check_null(null, groups):
