@@ -298,8 +298,8 @@ def effect_coverage():
         key = name.replace("block_null", "null")
         out[f"cov_{key}_boot"] = covers(name, "percentile", "100")
         out[f"cov_{key}_folds"] = covers(name, "folds", "0")
-        out[f"cov_{key}_sd_ratio"] = ratio(name)
         out[f"cov_{key}_width"] = width(name)
+    out["cov_null_sd_ratio"] = ratio("block_null")
     return out
 
 
