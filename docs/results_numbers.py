@@ -294,11 +294,12 @@ def effect_coverage():
         return f"{float(folds['mean_width']) / float(boot['mean_width']):.2f}"
 
     out = {"cov_n": cell[("block", "folds", "0")]["n"]}
-    for name in ("block", "block_null", "trial"):
+    for name in ("block", "block_null", "trial", "calcium", "shared"):
         key = name.replace("block_null", "null")
         out[f"cov_{key}_boot"] = covers(name, "percentile", "100")
         out[f"cov_{key}_folds"] = covers(name, "folds", "0")
-        out[f"cov_{key}_width"] = width(name)
+        if name in ("block", "block_null", "trial"):
+            out[f"cov_{key}_width"] = width(name)
     out["cov_null_sd_ratio"] = ratio("block_null")
     return out
 
