@@ -44,13 +44,13 @@ class EffectInterval:
 
     ``test_modulation(MICs(), X, Y, Z, n_permutations=19)`` at T = 2000
     (``mics.simulate``'s defaults, the README's test): with ``n_boot=0`` (the
-    estimate only), with the default ``n_boot = min(n_permutations, 100)``
-    refits, and with ``interval="folds"`` (no refit: a t interval over the
-    estimate's own folds). All run in one commit, so their ratios need no
-    second environment.
+    estimate only), with the default interval (no refit: a t interval over
+    the estimate's own folds) and with ``interval="bootstrap"`` (``n_boot =
+    min(n_permutations, 100)`` refits, the default before issue 47). All run
+    in one commit, so their ratios need no second environment.
     """
 
-    params = [["none", "default", "folds"]]
+    params = [["none", "default", "bootstrap"]]
     param_names = ["interval"]
     rounds = 1
     repeat = (1, 3, 20.0)
@@ -61,5 +61,5 @@ class EffectInterval:
         self.X, self.Y, self.Z = mics.simulate(n_samples=2000, random_state=0)[:3]
 
     def time_test(self, interval):
-        options = {"none": dict(n_boot=0), "default": {}, "folds": dict(interval="folds")}
+        options = {"none": dict(n_boot=0), "default": {}, "bootstrap": dict(interval="bootstrap")}
         _test(self.X, self.Y, self.Z, n_permutations=19, **options[interval])

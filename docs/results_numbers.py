@@ -279,27 +279,30 @@ def null_families():
 def effect_coverage():
     """``studies/validation/effect_coverage.py``: how often the effect interval covers."""
     rows = _rows("effect_coverage/summary.csv")
-    cell = {(r["cell"], r["method"], r["n_draws"]): r for r in rows}
+    cell = {(r["cell"], r["cv"], r["method"], r["n_draws"]): r for r in rows}
 
-    def covers(name, method, draws):
-        r = cell[(name, method, draws)]
+    def covers(name, method, draws, cv="5"):
+        r = cell[(name, cv, method, draws)]
         return f"{r['covers_expected']} of {r['n']}"
 
     def ratio(name):
-        r = cell[(name, "percentile", "100")]
+        r = cell[(name, "5", "percentile", "100")]
         return f"{float(r['mean_sd_100']) / float(r['sd_estimate']):.1f}"
 
     def width(name):
-        folds, boot = cell[(name, "folds", "0")], cell[(name, "percentile", "100")]
+        folds, boot = cell[(name, "5", "folds", "0")], cell[(name, "5", "percentile", "100")]
         return f"{float(folds['mean_width']) / float(boot['mean_width']):.2f}"
 
-    out = {"cov_n": cell[("block", "folds", "0")]["n"]}
+    out = {"cov_n": cell[("block", "10", "folds", "0")]["n"]}
     for name in ("block", "block_null", "trial", "calcium", "shared"):
         key = name.replace("block_null", "null")
         out[f"cov_{key}_boot"] = covers(name, "percentile", "100")
         out[f"cov_{key}_folds"] = covers(name, "folds", "0")
+        out[f"cov_{key}_folds10"] = covers(name, "folds", "0", cv="10")
         if name in ("block", "block_null", "trial"):
             out[f"cov_{key}_width"] = width(name)
+    out["cov_null_naive10"] = covers("block_null", "folds_naive", "0", cv="10")
+    out["cov_calcium_naive10"] = covers("calcium", "folds_naive", "0", cv="10")
     out["cov_null_sd_ratio"] = ratio("block_null")
     return out
 

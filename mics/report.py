@@ -20,7 +20,7 @@ def result_summary(model=None, test=None, power=None, alpha=0.05):
         Its selected rank and channels and their held-out gains
         (:meth:`mics.MICs.summary`).
     test : ModulationTest, optional
-        Its verdict and the effect size with its bootstrap interval.
+        Its verdict and the effect size with its interval.
     power : PowerAnalysis or float, optional
         The minimum detectable effect on the same recording.
     alpha : float

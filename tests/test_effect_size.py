@@ -1,4 +1,4 @@
-"""The effect size of the modulation test: held-out variance fraction with a bootstrap interval.
+"""The effect size of the modulation test: held-out variance fraction with its interval.
 
 Checked against the truth of simulations (the fraction of target variance
 the true channel carries), against null data (an interval around 0), and
@@ -152,7 +152,7 @@ def test_fit_summary_quotes_the_cv_gains_of_its_own_selection(gated):
 
 
 # ------------------------------------------------- the interval without refits (issue 47)
-def test_fold_interval_is_a_t_interval_over_the_estimates_own_folds(gated):
+def test_fold_interval_is_a_corrected_t_interval_over_the_estimates_own_folds(gated):
     from scipy import stats
 
     X, Y, Z, truth, boot = gated
@@ -169,12 +169,38 @@ def test_fold_interval_is_a_t_interval_over_the_estimates_own_folds(gated):
     gains = fold_loss[0] - fold_loss[1]
     np.testing.assert_allclose(res.effect_draws[:, 0], gains, rtol=1e-12)
     assert np.isclose(gains.mean(), res.effect_size, rtol=1e-12)  # folds' mean = estimate
-    half = stats.t.ppf(0.975, gains.size - 1) * gains.std(ddof=1) / np.sqrt(gains.size)
+    # Nadeau & Bengio's corrected resampled t: 1 / J + n_test / n_train, 5 folds.
+    assert gains.size == 5
+    scale = np.sqrt(1 / 5 + 1 / 4)
+    half = stats.t.ppf(0.975, gains.size - 1) * gains.std(ddof=1) * scale
     np.testing.assert_allclose(res.effect_interval, gains.mean() + np.array([-half, half]))
     np.testing.assert_allclose(res.channel_gain_intervals[0], res.effect_interval)
     lo, hi = res.effect_interval
     assert lo < _true_gain(X, Y, Z, truth) < hi  # and it covers the truth here
-    assert "t interval over the folds" in res.summary()
+    assert "corrected t interval over the folds" in res.summary()
+    # It is the default: no interval= and no n_boot= give the same interval.
+    default = mics.test_modulation(_estimator(), X, Y, Z, n_permutations=9, random_state=0,
+                                   verbose=0)  # fmt: skip
+    assert default.effect_resampling == "folds"
+    np.testing.assert_array_equal(default.effect_interval, res.effect_interval)
+    np.testing.assert_array_equal(default.effect_draws, res.effect_draws)
+
+
+def test_n_boot_asks_for_the_bootstrap_and_contradictions_raise(gated):
+    from mics.workflows.inference import effect_interval_method
+
+    # n_boot given (the gated fixture's 30): bootstrap refits, one row per draw.
+    assert gated[-1].effect_resampling == "block" and gated[-1].effect_draws.shape == (30, 1)
+    assert effect_interval_method(None, None, 9) == ("folds", 0)
+    assert effect_interval_method(None, 30, 9) == ("bootstrap", 30)
+    assert effect_interval_method(None, 0, 9) == ("bootstrap", 0)  # the estimate alone
+    assert effect_interval_method("bootstrap", None, 9) == ("bootstrap", 9)
+    assert effect_interval_method("folds", 0, 9) == ("folds", 0)
+    X, Y, Z, _ = mics.simulate(n_samples=200, n_channels=0, random_state=0, **SIZES)
+    with pytest.raises(ValueError, match="interval='folds' refits nothing"):
+        mics.test_modulation(
+            _estimator(), X, Y, Z, n_permutations=2, interval="folds", n_boot=5, verbose=0
+        )
 
 
 def test_fold_interval_leaves_out_the_outlier_fold_as_the_estimate_does(monkeypatch):
@@ -193,7 +219,8 @@ def test_fold_interval_leaves_out_the_outlier_fold_as_the_estimate_does(monkeypa
     assert results["n_channels_fold_outlier"].tolist() == [i == 2 for i in range(6)]
     outcome = SimpleNamespace(cv_results=results)
     monkeypatch.setattr(inference, "fit_problem", lambda *a, **k: outcome)
-    gains, folds = inference._cumulative_gains({"max_channels": 2}, None, per_fold=True)
+    gains, folds, n_splits = inference._cumulative_gains({"max_channels": 2}, None, per_fold=True)
+    assert n_splits == 6  # the correction counts every fold's training overlap
     kept = np.delete(loss, 2, axis=1)
     np.testing.assert_allclose(folds, (kept[0] - kept[1:]).T, rtol=1e-15)
     np.testing.assert_allclose(folds.mean(axis=0), gains, rtol=1e-12)  # mean = estimate
@@ -220,5 +247,22 @@ def test_chunked_problems_get_the_fold_interval_where_the_bootstrap_gives_none()
 
 def test_interval_must_be_named():
     X, Y, Z, _ = mics.simulate(n_samples=200, n_channels=0, random_state=0, **SIZES)
-    with pytest.raises(ValueError, match="interval must be 'bootstrap' or 'folds'"):
+    with pytest.raises(ValueError, match="interval must be 'folds' or 'bootstrap'"):
         mics.test_modulation(_estimator(), X, Y, Z, n_permutations=2, interval="fold")
+
+
+def test_too_few_trials_for_the_folds_warn_at_the_caller_and_give_no_bootstrap_interval():
+    from mics.data.problem import make_problem
+    from mics.workflows.inference import heldout_effect
+
+    X, Y, Z, _ = mics.simulate(n_samples=240, n_channels=1, random_state=3, **SIZES)
+    trial = np.repeat(np.arange(6), 40)  # 6 trials: a draw holds about 4 distinct ones
+    problem = make_problem(X, Y, Z, groups=trial).unlabelled()
+    estimator = _estimator().set_params(cv=5)
+    with pytest.warns(UserWarning, match="bootstrap draws had enough distinct trials") as rec:
+        gains, draws, intervals, how = heldout_effect(
+            estimator, problem, 1, 1, n_boot=8, random_state=0
+        )
+    assert rec[0].filename == __file__  # the warning points at the caller
+    assert how == "trial" and np.isnan(intervals).all() and np.isfinite(gains).all()
+    assert np.isnan(draws).all(axis=1).sum() > 4  # most draws could not be cross-validated

@@ -751,7 +751,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         ----------
         test : ModulationTest, optional
             :func:`mics.test_modulation` on the same data: its verdict and
-            the effect size's bootstrap interval are quoted.
+            the effect size's interval are quoted.
         power : PowerAnalysis or float, optional
             A :func:`mics.power_analysis` of the same data (its minimum
             detectable effect is quoted with the test).

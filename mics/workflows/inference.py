@@ -30,6 +30,7 @@ from mics.data.folds import (
     trial_subsample_indices,
 )
 from mics.data.problem import make_problem
+from mics.data.quality import user_stacklevel
 from mics.data.validation import check_count, check_fraction
 from mics.model.decomposition import decompose
 from mics.model.fit import fit_problem
@@ -90,8 +91,11 @@ class ModulationTest:
         the one-channel value (usually near or below 0) with its interval
         says how much gating the data leave room for.
     effect_interval : ndarray of shape (2,)
-        Bootstrap interval of ``effect_size`` (whole trials when trial ids are
-        known, contiguous blocks otherwise); NaN without a bootstrap.
+        Interval of ``effect_size``: by default a corrected t interval over
+        the estimate's folds (:func:`fold_t_intervals`); with ``n_boot`` a
+        bootstrap interval (whole trials when trial ids are known,
+        contiguous blocks otherwise); NaN with ``n_boot=0`` or with fewer
+        than two usable folds or draws.
     effect_channels : int
         Channels behind ``effect_size``: ``max(n_channels, 1)``.
     channel_gains : ndarray of shape (effect_channels,)
@@ -100,10 +104,11 @@ class ModulationTest:
         ``effect_size``.
     channel_gain_intervals : ndarray of shape (effect_channels, 2)
         Their intervals.
-    effect_draws : ndarray of shape (n_boot, effect_channels)
-        The bootstrap's cumulative gains (column ``k - 1``: ``k`` channels
-        against none); NaN rows are draws whose folds could not be formed.
-        With ``interval="folds"``, one row per fold of the estimate.
+    effect_draws : ndarray of shape (n_draws, effect_channels)
+        Cumulative gains behind the interval (column ``k - 1``: ``k``
+        channels against none): one row per fold of the estimate by
+        default, per bootstrap draw with ``n_boot`` (NaN rows are draws
+        whose folds could not be formed).
     confidence : float
         Level of the intervals.
     effect_resampling : str
@@ -344,7 +349,7 @@ def test_modulation(
     stop_after=None,
     n_boot=None,
     confidence=0.95,
-    interval="bootstrap",
+    interval=None,
     condition_on=("source", "drift"),
     drift_df=5,
     additive="nonlinear",
@@ -406,13 +411,13 @@ def test_modulation(
         p-values are those of the full test. Default ``None``: all shifts
         run. ``shifts`` and ``null_distribution`` hold the evaluated ones.
     n_boot : int, optional
-        Bootstrap draws for the effect size's interval (whole trials with
-        trial ids, contiguous blocks otherwise; see :func:`heldout_effect`).
-        Default ``min(n_permutations, 100)``; 0 reports the estimate alone.
-        Drawn after the null, so the statistic, null and p-value do not
-        depend on it.
-    interval : {"bootstrap", "folds"}
-        ``"folds"``: no refits, a t interval over the estimate's folds (:func:`heldout_effect`).
+        Refits of a bootstrap interval of the effect size (asks for it; 0:
+        the estimate alone), drawn after the null, which does not depend on it.
+    interval : {"folds", "bootstrap"}, optional
+        The effect size's interval (:func:`heldout_effect`). ``"folds"`` (the
+        default unless ``n_boot`` is given): no refit. ``"bootstrap"``:
+        ``n_boot`` refits (default ``min(n_permutations, 100)``), about twice
+        the test's cost. Their coverage: ``results/effect_coverage/``.
     confidence : float
         Level of the effect-size intervals.
     condition_on : tuple of {"source", "drift"} or None
@@ -473,7 +478,7 @@ def test_modulation(
     # is drawn after the null's, which therefore does not depend on n_boot.
     effect = _effect_of_selection(
         estimator, inputs.recorded, core.outcome, n_boot=inputs.n_boot, confidence=confidence,
-        interval=interval, n_jobs=n_jobs, verbose=verbose,
+        interval=inputs.interval, n_jobs=n_jobs, verbose=verbose,
         seed=inputs.rng.randint(np.iinfo(np.int32).max),
     )  # fmt: skip
     return _modulation_result(core, inputs, n_capped=n_capped, confidence=confidence, **effect)
@@ -490,6 +495,7 @@ class _TestInputs(NamedTuple):
     stop_after: int | None
     conditions: object
     n_boot: int
+    interval: str
     recorded: object
     null: str
     min_shift: int | None
@@ -506,15 +512,14 @@ def _test_inputs(X, Y, Z, *, groups, conditions, null, n_permutations, min_shift
         conditions = named_coordinate(conditions, X, Y, Z)
     if Z is None:
         raise ValueError("test_modulation needs a modulator Z.")
-    n_boot = min(n_permutations, 100) if n_boot is None else check_count(n_boot, "n_boot", 0)
+    interval, n_boot = effect_interval_method(interval, n_boot, min(n_permutations, 100))
     check_fraction(confidence, "confidence")
-    check_interval(interval)
     recorded = make_problem(X, Y, Z, groups=groups).unlabelled()
     null = check_null(null, recorded.groups)
     if null == "circular":
         min_shift = check_min_shift(min_shift, recorded.n_samples)
     return _TestInputs(
-        rng, n_permutations, stop_after, conditions, n_boot, recorded, null, min_shift
+        rng, n_permutations, stop_after, conditions, n_boot, interval, recorded, null, min_shift
     )
 
 
@@ -753,28 +758,16 @@ def _effect_of_selection(estimator, recorded, outcome, *, n_boot, confidence, in
     """The effect size of the selected model on the recorded target, as ModulationTest fields."""
     k_eff = max(outcome.n_channels, 1)
     base_gain = baseline_gain(estimator, recorded, outcome.rank)
-    gains, draws, intervals, resampling = heldout_effect(
-        estimator,
-        recorded,
-        outcome.rank,
-        k_eff,
-        n_boot=n_boot,
-        confidence=confidence,
-        interval=interval,
-        n_jobs=n_jobs,
-        verbose=verbose,
-        random_state=seed,
-    )
-    steps = np.diff(np.column_stack([np.zeros(len(draws)), draws]), axis=1)  # per channel
-    gain_intervals = np.full((k_eff, 2), np.nan)
-    if resampling == "folds":
-        gain_intervals = _t_intervals(steps, np.diff(np.r_[0.0, gains]), confidence)
-    elif np.isfinite(intervals).all():
-        tail = (1 - confidence) / 2
-        ok = np.isfinite(steps).all(axis=1)
-        per = np.diff(np.r_[0.0, gains])
-        q = np.quantile(steps[ok], [tail, 1 - tail], axis=0)
-        gain_intervals = (per + q - np.median(steps[ok], axis=0)).T
+    if interval == "folds":
+        params = _effect_params(estimator, outcome.rank, k_eff)
+        gains, draws, intervals, gain_intervals = _fold_effect(params, recorded, confidence)
+        resampling = "folds"
+    else:
+        gains, draws, intervals, resampling = heldout_effect(
+            estimator, recorded, outcome.rank, k_eff, n_boot=n_boot, confidence=confidence,
+            interval=interval, n_jobs=n_jobs, verbose=verbose, random_state=seed,
+        )  # fmt: skip
+        gain_intervals = _step_intervals(draws, gains, intervals, confidence)
     return dict(
         effect_size=float(gains[-1]),
         effect_interval=intervals[-1].copy(),
@@ -785,6 +778,18 @@ def _effect_of_selection(estimator, recorded, outcome, *, n_boot, confidence, in
         effect_resampling=resampling,
         baseline_gain=base_gain,
     )
+
+
+def _step_intervals(draws, gains, intervals, confidence):
+    """Per-channel intervals (channel ``k`` against ``k - 1``) from bootstrap draws of the sums."""
+    k = gains.size
+    if not np.isfinite(intervals).all():
+        return np.full((k, 2), np.nan)
+    steps = np.diff(np.column_stack([np.zeros(len(draws)), draws]), axis=1)
+    tail = (1 - confidence) / 2
+    ok = np.isfinite(steps).all(axis=1)
+    q = np.quantile(steps[ok], [tail, 1 - tail], axis=0)
+    return (np.diff(np.r_[0.0, gains]) + q - np.median(steps[ok], axis=0)).T
 
 
 # ----------------------------------------------------------------------------- effect size
@@ -830,6 +835,8 @@ def _cumulative_gains(params, problem, per_fold=False):
     folds : ndarray of shape (n_folds_used, max_channels)
         With ``per_fold``: the same per fold, outlier folds left out as in
         the mean (so the folds' mean is ``gains``).
+    n_splits : int
+        With ``per_fold``: the folds of the cross-validation, outliers included.
     """
     try:
         outcome = fit_problem(params, problem, cv_only=True)
@@ -842,13 +849,52 @@ def _cumulative_gains(params, problem, per_fold=False):
     if not per_fold:
         return loss[0] - loss[1:]
     fold_loss = res["n_channels_fold_loss"]
+    n_splits = fold_loss.shape[1]
     if "n_channels_fold_outlier" in res:
         fold_loss = fold_loss[:, ~res["n_channels_fold_outlier"]]
-    return loss[0] - loss[1:], (fold_loss[0] - fold_loss[1:]).T
+    return loss[0] - loss[1:], (fold_loss[0] - fold_loss[1:]).T, n_splits
 
 
-def _t_intervals(values, centre, confidence):
-    """``centre`` +- a t quantile times the standard error of ``values``' rows, per column.
+def _fold_effect(params, problem, confidence):
+    """The fold interval's effect: cumulative gains, per-fold gains and both kinds of interval.
+
+    Returns
+    -------
+    gains : ndarray of shape (n_channels,)
+    folds : ndarray of shape (n_folds_used, n_channels)
+    intervals : ndarray of shape (n_channels, 2)
+        Of the cumulative gains.
+    step_intervals : ndarray of shape (n_channels, 2)
+        Of each channel's own gain (channel ``k`` against ``k - 1``).
+    """
+    gains, folds, n_splits = _cumulative_gains(params, problem, per_fold=True)
+    steps = np.diff(np.column_stack([np.zeros(len(folds)), folds]), axis=1)
+    return (
+        gains,
+        folds,
+        fold_t_intervals(folds, gains, confidence, n_splits),
+        fold_t_intervals(steps, np.diff(np.r_[0.0, gains]), confidence, n_splits),
+    )
+
+
+def fold_t_intervals(values, centre, confidence, n_splits):
+    """Corrected t intervals over per-fold values (Nadeau & Bengio 2003), per column.
+
+    ``centre +- t(J - 1) * sd * sqrt(1 / J + 1 / (n_splits - 1))`` for the
+    ``J`` rows of ``values`` (the folds used). The folds' training sets
+    overlap, so their values are correlated and ``sd / sqrt(J)``
+    understates the spread of their mean; the term ``n_test / n_train =
+    1 / (n_splits - 1)`` is Nadeau and Bengio's correction for that (their
+    "corrected resampled t", *Machine Learning* 52, 2003). Without it the
+    interval under-covered in ``results/effect_coverage/``.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_folds_used, n_columns)
+    centre : ndarray of shape (n_columns,)
+    confidence : float
+    n_splits : int
+        Folds of the cross-validation (outlier folds included).
 
     Returns
     -------
@@ -856,10 +902,28 @@ def _t_intervals(values, centre, confidence):
         NaN with fewer than two rows.
     """
     n = values.shape[0]
-    if n < 2:
+    if n < 2 or n_splits < 2:
         return np.full((values.shape[1], 2), np.nan)
-    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * values.std(axis=0, ddof=1) / np.sqrt(n)
+    half = fold_t_halfwidth(values.std(axis=0, ddof=1), n, n_splits, confidence)
     return np.column_stack([centre - half, centre + half])
+
+
+def fold_t_halfwidth(sd, n_used, n_splits, confidence):
+    """Half-width of :func:`fold_t_intervals` from the folds' SD (arrays broadcast).
+
+    Parameters
+    ----------
+    sd : float or ndarray
+        Standard deviation (``ddof=1``) of the per-fold values.
+    n_used : int or ndarray
+        Folds behind ``sd`` (at least 2).
+    n_splits : int or ndarray
+        Folds of the cross-validation.
+    confidence : float
+    """
+    n_used = np.asarray(n_used, dtype=float)
+    scale = np.sqrt(1.0 / n_used + 1.0 / (np.asarray(n_splits, dtype=float) - 1.0))
+    return stats.t.ppf(0.5 + confidence / 2, n_used - 1) * sd * scale
 
 
 def _unit_bounds(n, groups, block_length):
@@ -897,15 +961,15 @@ def heldout_effect(
     rank,
     n_channels,
     *,
-    n_boot=100,
+    n_boot=None,
     confidence=0.95,
     block_length=None,
     n_jobs=None,
     verbose=0,
     random_state=None,
-    interval="bootstrap",
+    interval=None,
 ):
-    """Held-out variance fraction explained by ``n_channels`` channels, with a bootstrap interval.
+    """Held-out variance fraction explained by ``n_channels`` channels, with its interval.
 
     The estimator's cross-validation scores the channel-free model (baseline
     of rank ``rank`` plus the additive modulator effect) and the models with
@@ -916,14 +980,16 @@ def heldout_effect(
     and repeats the cross-validation on the draw with the same rank and
     channel count (:meth:`Problem.resampled`, :meth:`Problem.map`).
 
-    The interval is the draws' spread around their median placed at the
+    By default (``interval="folds"``) nothing is refitted: the interval is
+    a t interval over the per-fold gains of the estimate's own folds
+    (outlier folds left out, as in its mean), corrected for the overlap of
+    their training sets (:func:`fold_t_intervals`), which chunked problems
+    can have too. With ``interval="bootstrap"`` (or ``n_boot`` given) the
+    interval is the draws' spread around their median placed at the
     estimate (``estimate + quantile - median``): a draw holds about 63% of
     the distinct trials, so its training folds are smaller and its gains
     biased low; their spread, not their centre, is what the draws measure.
-    With ``interval="folds"`` nothing is refitted: the interval is a t
-    interval over the per-fold gains of the estimate's own folds (outlier
-    folds left out, as in its mean), which chunked problems can have too;
-    its coverage beside the refits' is in ``results/effect_coverage/``.
+    The two intervals' coverage is in ``results/effect_coverage/``.
 
     Parameters
     ----------
@@ -935,16 +1001,18 @@ def heldout_effect(
         Baseline rank of every model compared.
     n_channels : int
         Largest channel count scored (``>= 1``).
-    n_boot : int
-        Bootstrap draws; 0 gives the estimate only. Chunked (Dask) problems
-        get the estimate only.
+    n_boot : int, optional
+        Bootstrap draws (giving it asks for the bootstrap; default 100 with
+        ``interval="bootstrap"``); 0 gives the estimate only. Chunked (Dask)
+        problems get no bootstrap.
     confidence : float
     block_length : int, optional
         Samples per block without trial ids; default ``sqrt(n_samples)``,
         lowered so that there are at least three blocks per fold.
     n_jobs, verbose, random_state
         As in :func:`test_modulation`.
-    interval : {"bootstrap", "folds"}
+    interval : {"folds", "bootstrap"}, optional
+        Default ``"folds"``, or ``"bootstrap"`` when ``n_boot`` is given.
 
     Returns
     -------
@@ -959,37 +1027,44 @@ def heldout_effect(
         ``"trial"``, ``"block"``, ``"folds"`` or ``""``.
     """
     n_channels = check_count(n_channels, "n_channels", 1)
-    n_boot = check_count(n_boot, "n_boot", 0)
+    interval, n_boot = effect_interval_method(interval, n_boot, 100)
     check_fraction(confidence, "confidence")
     params = _effect_params(estimator, rank, n_channels)
-    if check_interval(interval) == "folds":
-        gains, folds = _cumulative_gains(params, problem, per_fold=True)
-        return gains, folds, _t_intervals(folds, gains, confidence), "folds"
+    if interval == "folds":
+        gains, folds, intervals, _ = _fold_effect(params, problem, confidence)
+        return gains, folds, intervals, "folds"
     gains = _cumulative_gains(params, problem)
-    draws = np.zeros((0, n_channels))
-    intervals = np.full((n_channels, 2), np.nan)
     if n_boot == 0 or not problem.in_memory:
-        return gains, draws, intervals, ""
+        return gains, np.zeros((0, n_channels)), np.full((n_channels, 2), np.nan), ""
     rng = check_random_state(random_state)
     groups = problem.groups
     draws = _effect_draws(
         params, problem, n_boot=n_boot, block_length=block_length, n_jobs=n_jobs,
         verbose=verbose, rng=rng,
     )  # fmt: skip
+    intervals = _recentred_intervals(gains, draws, confidence, units=groups is not None)
+    return gains, draws, intervals, "block" if groups is None else "trial"
+
+
+def _recentred_intervals(gains, draws, confidence, units):
+    """The draws' percentile intervals placed at ``gains`` (NaN, with a warning, when too few).
+
+    ``units``: whether the draws resampled trials (else blocks), for the warning.
+    """
     ok = np.isfinite(draws).all(axis=1)
+    n_boot = len(draws)
     if ok.sum() >= max(2, n_boot / 2):
         tail = (1 - confidence) / 2
         q = np.quantile(draws[ok], [tail, 1 - tail], axis=0)  # (2, n_channels)
-        intervals = (gains + q - np.median(draws[ok], axis=0)).T
-    else:
-        warnings.warn(
-            f"only {int(ok.sum())} of {n_boot} bootstrap draws had enough distinct "
-            f"{'trials' if groups is not None else 'blocks'} for the estimator's folds: "
-            "no effect-size interval. Use fewer folds (cv=) or more trials.",
-            UserWarning,
-            stacklevel=3,
-        )
-    return gains, draws, intervals, "block" if groups is None else "trial"
+        return (gains + q - np.median(draws[ok], axis=0)).T
+    warnings.warn(
+        f"only {int(ok.sum())} of {n_boot} bootstrap draws had enough distinct "
+        f"{'trials' if units else 'blocks'} for the estimator's folds: "
+        "no effect-size interval. Use fewer folds (cv=) or more trials.",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
+    return np.full((gains.size, 2), np.nan)
 
 
 def _effect_draws(params, problem, *, n_boot, block_length, n_jobs, verbose, rng):
@@ -1030,7 +1105,7 @@ def _effect_text(test):
     if np.isfinite(lo) and np.isfinite(hi):
         how = f"{test.confidence:.0%} {test.effect_resampling} bootstrap"
         if test.effect_resampling == "folds":
-            how = f"{test.confidence:.0%} t interval over the folds"
+            how = f"{test.confidence:.0%} corrected t interval over the folds"
         return f"{_percent(test.effect_size)} [{_percent(lo)}, {_percent(hi)}; {how}]"
     return f"{_percent(test.effect_size)} (no interval)"
 
@@ -1258,8 +1333,30 @@ def check_condition_on(condition_on):
 def check_interval(interval):
     """The effect size's interval: ``"bootstrap"`` (refits) or ``"folds"`` (none)."""
     if interval not in ("bootstrap", "folds"):
-        raise ValueError(f"interval must be 'bootstrap' or 'folds', got {interval!r}.")
+        raise ValueError(f"interval must be 'folds' or 'bootstrap', got {interval!r}.")
     return interval
+
+
+def effect_interval_method(interval, n_boot, default_boot):
+    """``(interval, n_boot)`` of an effect size from what the user gave.
+
+    No ``interval``: the fold interval (no refit), unless ``n_boot`` is
+    given, which asks for the bootstrap (0: the estimate alone). A bootstrap
+    without ``n_boot`` draws ``default_boot``. ``n_boot > 0`` with
+    ``interval="folds"`` contradicts itself and raises.
+    """
+    if interval is None:
+        if n_boot is None:
+            return "folds", 0
+        return "bootstrap", check_count(n_boot, "n_boot", 0)
+    if check_interval(interval) == "folds":
+        if n_boot is not None and check_count(n_boot, "n_boot", 0) > 0:
+            raise ValueError(
+                f"n_boot={n_boot} asks for bootstrap refits, but interval='folds' refits "
+                "nothing; pass interval='bootstrap' or leave n_boot out."
+            )
+        return "folds", 0
+    return "bootstrap", default_boot if n_boot is None else check_count(n_boot, "n_boot", 0)
 
 
 def check_null(null, groups):
