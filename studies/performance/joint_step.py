@@ -28,10 +28,15 @@ patterns, stopped on a relative gradient norm) is measured against it.
    largest relative change of each value (largest absolute difference over
    the largest magnitude), and whether any selection or p-value changed.
    ``--parts tol-profiled`` does the same with every fit's joint stage
-   profiled (``mics.core.als.PROFILED_MIN_RATIO = 0``).
+   profiled (``mics.core.als.PROFILED_MIN_RATIO = 0``), and
+   ``--parts tol-tight`` profiled at ``tol / 100`` against ``tol / 10000``:
+   whether a tighter default tolerance of the profiled stage would meet the
+   issue's 1e-6. Each computation's seconds are kept (the golden groups are
+   small, so they are ratios of small times, on one BLAS thread).
 3. **Semedo** (``--parts semedo``): the two real tests of
    ``studies/semedo2019_third_population.py`` (``--semedo-perm``
-   permutations, no effect bootstrap) at their tol and 100 times smaller.
+   permutations, no effect bootstrap) at their tol and 100 times smaller;
+   ``semedo-profiled`` and ``semedo-tight`` as for the golden groups.
 
 Writes ``results/joint_step/`` (``fits.csv``, ``tol.csv``, ``semedo.csv``,
 ``README.md``); a part not run keeps its table from an earlier run, and the
@@ -333,24 +338,34 @@ def _compare(a, b):
     return rows
 
 
-def run_tol(groups, profiled_everywhere=False):
+#: Each tol variant: (label, every joint stage profiled, the two tol divisors compared).
+TOL_VARIANTS = {
+    "tol": ("default", False, (1, 100)),
+    "tol-profiled": ("profiled", True, (1, 100)),
+    "tol-tight": ("profiled, tol / 100", True, (100, 10000)),
+}
+
+
+def run_tol(groups, part="tol"):
+    """Every golden group at two tolerances: the change of each value, and the seconds."""
+    label, profiled_everywhere, scales = TOL_VARIANTS[part]
     gen = golden_cases()
     rows = []
     for group in groups:
-        out = {}
+        out, seconds = {}, {}
         with contextlib.ExitStack() as stack:
             if profiled_everywhere:
                 stack.enter_context(_attribute(als, "PROFILED_MIN_RATIO", 0.0))
-            for scale in (1, 100):
+            for scale in scales:
                 with tighter(scale), warnings.catch_warnings(), single_blas_thread():
                     warnings.simplefilter("ignore")
                     start = time.perf_counter()
                     out[scale] = gen.CASES[group]()
-                    seconds = time.perf_counter() - start
-                print(f"{group} tol/{scale}: {seconds:.1f} s", flush=True)
-        for row in _compare(out[100], out[1]):
-            rows.append(dict(group=group, joint="profiled" if profiled_everywhere else "default",
-                             **row))  # fmt: skip
+                    seconds[scale] = time.perf_counter() - start
+                print(f"{group} tol/{scale}: {seconds[scale]:.1f} s", flush=True)
+        for row in _compare(out[scales[1]], out[scales[0]]):
+            rows.append(dict(group=group, joint=label, seconds=seconds[scales[0]],
+                             seconds_tighter=seconds[scales[1]], **row))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -364,7 +379,7 @@ def _attribute(obj, name, value):
         setattr(obj, name, old)
 
 
-def run_semedo(n_perm, seed=0, profiled_everywhere=False):
+def run_semedo(n_perm, seed=0, part="semedo"):
     spec = importlib.util.spec_from_file_location(
         "mics_semedo_study", ROOT / "studies" / "semedo2019_third_population.py"
     )
@@ -373,9 +388,10 @@ def run_semedo(n_perm, seed=0, profiled_everywhere=False):
     spec.loader.exec_module(study)
     X, Y, Y_V1, groups = study.load()
     pcs, _ = study.principal_components(Y_V1, 3)
+    label, profiled_everywhere, scales = TOL_VARIANTS[part.replace("semedo", "tol")]
     rows = []
     for modulator, Z in ((study.MODULATOR_NEURONS, Y_V1), (study.MODULATOR_PCS, pcs)):
-        for scale in (1, 100):
+        for scale in scales:
             start = time.perf_counter()
             ratio = 0.0 if profiled_everywhere else als.PROFILED_MIN_RATIO
             with tighter(scale), _attribute(als, "PROFILED_MIN_RATIO", ratio), \
@@ -386,7 +402,7 @@ def run_semedo(n_perm, seed=0, profiled_everywhere=False):
                 )
             rows.append(
                 dict(
-                    joint="profiled" if profiled_everywhere else "default",
+                    joint=label,
                     modulator=modulator, tol_divided_by=scale, rank=row["rank"],
                     n_channels=row["n_channels"], statistic=row["statistic"],
                     p_value=row["p_value"], null_max=float(np.max(null)),
@@ -462,20 +478,22 @@ def _selection_section(sel):
 
 def _tol_section(tol):
     lines = [
-        "## Tol robustness: the golden data sets at `tol` and `tol / 100` (`tol.csv`)",
+        "## Tol robustness: the golden data sets at two tolerances (`tol.csv`)",
         "",
         "Every golden group (`tests/golden/make_golden.py`) computed twice, each MIC fit's "
-        "`tol` as given and 100 times smaller. Change: the largest absolute difference "
+        "`tol` as given and 100 times smaller ('profiled, tol / 100': 100 and 10000 times "
+        "smaller). Change: the largest absolute difference "
         "of a value over its largest magnitude. Choices: rank, number of channels, "
         "p-values (any change counts). Statistics: CV losses and their SEMs, test "
         "statistics and null distributions, effect sizes. Any value: also the fitted "
         "parameters and the bootstrap draws. 'default': the package as it is (these "
         "data sets have p < T, so every joint stage alternates); 'profiled': every "
-        "joint stage profiled (`PROFILED_MIN_RATIO = 0`).",
+        "joint stage profiled (`PROFILED_MIN_RATIO = 0`). Seconds: the group's computation "
+        "at the looser and the tighter tol (one BLAS thread).",
         "",
         "| joint stage | group | choices changed | largest change of a statistic (key) | "
-        "largest change of any value (key) |",
-        "|---|---|---|---|---|",
+        "largest change of any value (key) | seconds |",
+        "|---|---|---|---|---|---|",
     ]
 
     def worst(rows):
@@ -488,11 +506,15 @@ def _tol_section(tol):
         values = g[~g.choice]
         statistics = values[values.key.str.contains("|".join(_STATISTICS))]
         changed = g[g.choice & (g.change > 0)].key.tolist()
+        times = "-"
+        if "seconds" in g and g.seconds.notna().any():
+            times = f"{g.seconds.iloc[0]:.2f}, {g.seconds_tighter.iloc[0]:.2f}"
         lines.append(
             f"| {joint} | {group} | {', '.join(changed) or 'none'} | "
             + worst(statistics)
             + " "
             + worst(values)
+            + f" {times} |"
         )
     return lines
 
@@ -564,21 +586,30 @@ def _findings(out):
             values = g[~g.choice]
             stats = values[values.key.str.contains("|".join(_STATISTICS))]
             choices = int((g.choice & (g.change > 0)).sum())
+            timing = ""
+            if "seconds" in g and g.seconds.notna().all():
+                seconds = g.drop_duplicates("group")[["seconds", "seconds_tighter"]].sum()
+                timing = (
+                    f"; all groups {seconds.seconds:.1f} s and {seconds.seconds_tighter:.1f} s"
+                )
+            how = "tol / 100 against tol / 10000" if "tol / 100" in joint else "tol / 100"
             lines.append(
-                f"- Golden data sets, tol / 100, {joint} joint stage: {choices} choices or "
+                f"- Golden data sets, {how}, {joint} joint stage: {choices} choices or "
                 f"p-values changed; statistics moved by up to {stats.change.max():.1e}, "
-                f"any value by up to {values.change.max():.1e} (relative)."
+                f"any value by up to {values.change.max():.1e} (relative){timing}."
             )
     path = out / "semedo.csv"
     if path.exists():
         semedo = pd.read_csv(path)
         for (joint, modulator), g in semedo.groupby(["joint", "modulator"], sort=False):
             g = g.set_index("tol_divided_by")
+            a, b = g.index[0], g.index[1]
             lines.append(
-                f"- Semedo, {modulator}, {joint} joint stage: p = {g.p_value[1]:.3f} at "
-                f"tol, {g.p_value[100]:.3f} at tol / 100 (statistic {g.statistic[1]:.6f} "
-                f"and {g.statistic[100]:.6f}; fold fits capped at max_iter = 50: "
-                f"{g.n_capped[1]} and {g.n_capped[100]})."
+                f"- Semedo, {modulator}, {joint} joint stage: p = {g.p_value[a]:.3f} at "
+                f"tol / {a}, {g.p_value[b]:.3f} at tol / {b} (statistic {g.statistic[a]:.7f} "
+                f"and {g.statistic[b]:.7f}, {abs(g.statistic[b] / g.statistic[a] - 1):.1e} "
+                f"relative; fold fits capped at max_iter = 50: {g.n_capped[a]} and "
+                f"{g.n_capped[b]}; {g.seconds[a]:.0f} s and {g.seconds[b]:.0f} s)."
             )
     return lines + [""]
 
@@ -617,7 +648,7 @@ def _merge(table, path, key):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parts = ["fits", "selection", "tol", "tol-profiled", "semedo", "semedo-profiled"]
+    parts = ["fits", "selection", *TOL_VARIANTS, "semedo", "semedo-profiled", "semedo-tight"]
     parser.add_argument("--parts", nargs="+", default=["fits", "tol"], choices=parts)
     parser.add_argument("--cases", nargs="+", default=DEFAULT_CASES, choices=list(CASES))
     parser.add_argument("--repeats", type=int, default=2)
@@ -642,15 +673,11 @@ def main(argv=None):
     if "selection" in args.parts:
         _merge(run_selection(args.selection_cases), out / "selection.csv", "case")
     groups = args.groups or [g for g in golden_cases().CASES if g != "inputs"]
-    tol = []
-    if "tol" in args.parts:
-        tol.append(run_tol(groups))
-    if "tol-profiled" in args.parts:
-        tol.append(run_tol(groups, profiled_everywhere=True))
+    tol = [run_tol(groups, part) for part in TOL_VARIANTS if part in args.parts]
     if tol:
         _merge(pd.concat(tol), out / "tol.csv", "joint")
-    semedo = [run_semedo(args.semedo_perm, profiled_everywhere=part == "semedo-profiled")
-              for part in ("semedo", "semedo-profiled") if part in args.parts]  # fmt: skip
+    semedo_parts = ("semedo", "semedo-profiled", "semedo-tight")
+    semedo = [run_semedo(args.semedo_perm, part=p) for p in semedo_parts if p in args.parts]
     if semedo:
         _merge(pd.concat(semedo), out / "semedo.csv", "joint")
     command = "python studies/performance/joint_step.py " + " ".join(argv or sys.argv[1:])
