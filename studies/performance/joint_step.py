@@ -37,9 +37,12 @@ patterns, stopped on a relative gradient norm) is measured against it.
    ``studies/semedo2019_third_population.py`` (``--semedo-perm``
    permutations, no effect bootstrap) at their tol and 100 times smaller;
    ``semedo-profiled`` and ``semedo-tight`` as for the golden groups.
+4. **Cost** (``--parts test-cost``): the README's test (T = 2000, 19
+   shifts) under each tol variant's looser tolerance, alternating, median
+   of ``--repeats``: what making a variant the default would cost a user.
 
 Writes ``results/joint_step/`` (``fits.csv``, ``tol.csv``, ``semedo.csv``,
-``README.md``); a part not run keeps its table from an earlier run, and the
+``test_cost.csv``, ``README.md``); a part not run keeps its table from an earlier run, and the
 README is rebuilt from whatever tables exist.
 
 Usage::
@@ -282,6 +285,43 @@ def run_selection(cases):
             if x.shape == y.shape:
                 rows[-1][f"{key}_change"] = float(np.nanmax(np.abs(x - y)) / np.nanmax(np.abs(y)))
     return pd.DataFrame(rows)
+
+
+def run_test_cost(repeats):
+    """The README's test (T = 2000, 19 shifts) under each tol variant's looser tolerance.
+
+    What making a variant the default would cost a user: ``test_modulation``
+    with ``MICs(random_state=0)`` on ``mics.simulate(n_samples=2000)``, the
+    variants alternating, ``repeats`` times each (median seconds), with the
+    statistic each gives.
+    """
+    X, Y, Z = mics.simulate(n_samples=2000, random_state=0)[:3]
+    est = mics.MICs(random_state=0, verbose=0)
+    with quiet():
+        mics.test_modulation(est, X, Y, Z, n_permutations=2, verbose=0)  # compile first
+    times, results = {}, {}
+    for _ in range(repeats):
+        for label, profiled_everywhere, scales in TOL_VARIANTS.values():
+            ratio = 0.0 if profiled_everywhere else als.PROFILED_MIN_RATIO
+            with tighter(scales[0]), _attribute(als, "PROFILED_MIN_RATIO", ratio), quiet():
+                start = time.perf_counter()
+                res = mics.test_modulation(est, X, Y, Z, n_permutations=19, verbose=0,
+                                           random_state=0)  # fmt: skip
+                times.setdefault(label, []).append(time.perf_counter() - start)
+            results[label] = res
+    return pd.DataFrame(
+        [
+            dict(
+                joint=label,
+                seconds=float(np.median(t)),
+                repeats=len(t),
+                statistic=results[label].statistic,
+                p_value=results[label].p_value,
+                load=os.getloadavg()[0],
+            )  # fmt: skip
+            for label, t in times.items()
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- tol
@@ -539,6 +579,26 @@ def _semedo_section(semedo):
     return lines
 
 
+def _test_cost_section(cost):
+    base = cost.set_index("joint").seconds["default"]
+    lines = [
+        "## What each tol variant costs the README's test (`test_cost.csv`)",
+        "",
+        "`mics.test_modulation(MICs(random_state=0), X, Y, Z, n_permutations=19)` on "
+        "`mics.simulate(n_samples=2000)` (p = 80, q = 60, m = 3), each variant at its looser "
+        "tol, the variants alternating; median of the repeats.",
+        "",
+        "| joint stage | seconds | ratio to default | statistic | p | load |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r.joint} | {r.seconds:.2f} | {r.seconds / base:.2f} | {r.statistic:.7f} | "
+        f"{r.p_value:.3f} | {r.load:.1f} |"
+        for r in cost.itertuples()
+    ]
+    return lines
+
+
 def _findings(out):
     """The headline numbers, from whichever tables exist."""
     lines = ["## Findings", ""]
@@ -631,7 +691,8 @@ def readme(out):
     parts.append("")
     parts += _findings(out)
     for name, section in (("fits", _fits_section), ("selection", _selection_section),
-                          ("tol", _tol_section), ("semedo", _semedo_section)):  # fmt: skip
+                          ("tol", _tol_section), ("semedo", _semedo_section),
+                          ("test_cost", _test_cost_section)):  # fmt: skip
         path = out / f"{name}.csv"
         if path.exists():
             parts += section(pd.read_csv(path)) + [""]
@@ -648,7 +709,8 @@ def _merge(table, path, key):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parts = ["fits", "selection", *TOL_VARIANTS, "semedo", "semedo-profiled", "semedo-tight"]
+    parts = ["fits", "selection", *TOL_VARIANTS, "semedo", "semedo-profiled", "semedo-tight",
+             "test-cost"]  # fmt: skip
     parser.add_argument("--parts", nargs="+", default=["fits", "tol"], choices=parts)
     parser.add_argument("--cases", nargs="+", default=DEFAULT_CASES, choices=list(CASES))
     parser.add_argument("--repeats", type=int, default=2)
@@ -673,6 +735,8 @@ def main(argv=None):
     if "selection" in args.parts:
         _merge(run_selection(args.selection_cases), out / "selection.csv", "case")
     groups = args.groups or [g for g in golden_cases().CASES if g != "inputs"]
+    if "test-cost" in args.parts:
+        run_test_cost(args.repeats).to_csv(out / "test_cost.csv", index=False)
     tol = [run_tol(groups, part) for part in TOL_VARIANTS if part in args.parts]
     if tol:
         _merge(pd.concat(tol), out / "tol.csv", "joint")
