@@ -304,6 +304,10 @@ def effect_coverage():
     out["cov_null_naive10"] = covers("block_null", "folds_naive", "0", cv="10")
     out["cov_calcium_naive10"] = covers("calcium", "folds_naive", "0", cv="10")
     out["cov_null_sd_ratio"] = ratio("block_null")
+    rows = _rows("effect_coverage/cost.csv")
+    cost = {r["interval"].split()[0]: float(r["seconds"]) for r in rows}
+    out["cov_cost_default"] = f"{cost['default'] / cost['none']:.2f}"
+    out["cov_cost_boot"] = f"{cost['bootstrap'] / cost['none']:.1f}"
     return out
 
 

@@ -27,7 +27,9 @@ and what fewer refits would give, from the same draws:
 The refits are costly, so those columns use a 5-fold estimator. The
 package's default (``MICs(cv=10)``) is measured by the no-refit interval
 alone, on the same data sets (part ``folds10``, ``folds10.csv``): its own
-estimate, its expected value and its coverage.
+estimate, its expected value and its coverage. Part ``cost`` times the
+README's 99-shift test with no interval, the default and the bootstrap
+(``cost.csv``; run it on an idle machine).
 
 Two targets:
 
@@ -65,6 +67,7 @@ Usage::
     python studies/validation/effect_coverage.py                # full run
     python studies/validation/effect_coverage.py --n 4          # smoke run
     python studies/validation/effect_coverage.py --parts folds10  # the 10-fold part only
+    python studies/validation/effect_coverage.py --parts cost     # the test's time, 3 intervals
     python studies/validation/effect_coverage.py --report-only  # README from the tables
 """
 
@@ -114,7 +117,10 @@ FIELDS = (
 )
 #: The no-refit interval of the default 10-fold estimator (part ``folds10``).
 FIELDS10 = KEY + ("estimate", "oracle", "fold_sd", "n_folds", "seconds")
-PARTS = ("refits", "folds10")
+PARTS = ("refits", "folds10", "cost")
+#: The cost part: the README's test (99 shifts, T = 2000) with each interval, repeats each.
+COST_SHIFTS, COST_REPEATS = 99, 3
+COST_FIELDS = ("interval", "seconds", "repeats", "effect_low", "effect_high", "load")
 
 
 def _recording(cell):
@@ -229,6 +235,46 @@ def run_folds10(cell, seed):
     )
 
 
+def run_cost():
+    """The README's test with no interval, the default (fold) one and the refit bootstrap.
+
+    ``mics.test_modulation(MICs(random_state=0), X, Y, Z, n_permutations=99)``
+    on ``mics.simulate(n_samples=2000, random_state=0)``, the three settings
+    alternating, median of ``COST_REPEATS``: what each interval adds to the
+    test (issue 47: at most 1.3 times the test without one).
+    """
+    import os
+
+    import pandas as pd
+
+    X, Y, Z = mics.simulate(n_samples=2000, random_state=0)[:3]
+    est = mics.MICs(random_state=0, verbose=0)
+    mics.test_modulation(est, X, Y, Z, n_permutations=2, verbose=0)  # compile first
+    settings = {"none (n_boot=0)": dict(n_boot=0), "default (folds)": {},
+                "bootstrap": dict(interval="bootstrap")}  # fmt: skip
+    times, last = {k: [] for k in settings}, {}
+    for _ in range(COST_REPEATS):
+        for name, kw in settings.items():
+            start = time.perf_counter()
+            last[name] = mics.test_modulation(
+                est, X, Y, Z, n_permutations=COST_SHIFTS, verbose=0, random_state=0, **kw
+            )
+            times[name].append(time.perf_counter() - start)
+    return pd.DataFrame(
+        [
+            dict(
+                interval=name,
+                seconds=float(np.median(t)),
+                repeats=len(t),
+                effect_low=float(last[name].effect_interval[0]),
+                effect_high=float(last[name].effect_interval[1]),
+                load=os.getloadavg()[0],
+            )  # fmt: skip
+            for name, t in times.items()
+        ]
+    )
+
+
 def intervals(runs, method, n, cv):
     """``(low, high)`` arrays of one interval method from the first ``n`` draws (``cv`` folds)."""
     est = runs["estimate"].to_numpy()
@@ -338,7 +384,7 @@ def reading(summary):
     return lines
 
 
-def readme(summary, runs, runs10, out):
+def readme(summary, runs, runs10, out, cost=None):
     """``README.md`` from the summary table and the run record."""
     import pandas as pd
 
@@ -409,7 +455,7 @@ def readme(summary, runs, runs10, out):
         "",
     ]
     if len(runs10):
-        ten = summary[summary["cv"] == 10].set_index("cell")
+        ten = summary[(summary["cv"] == 10) & (summary["method"] == "folds")].set_index("cell")
         lines += [
             "The default 10-fold estimator (`folds10.csv`), no refit: expected estimate "
             + ", ".join(
@@ -423,6 +469,28 @@ def readme(summary, runs, runs10, out):
             + ".",
             "",
         ]
+    if cost is not None and len(cost):
+        base = cost.set_index("interval").seconds.iloc[0]
+        lines += [
+            "## What each interval costs the test (`cost.csv`)",
+            "",
+            f"`mics.test_modulation(MICs(random_state=0), X, Y, Z, n_permutations={COST_SHIFTS})` "
+            "on `mics.simulate(n_samples=2000, random_state=0)`, the settings alternating, median "
+            "of the repeats (the run record above gives the load).",
+            "",
+            "| interval | seconds | ratio to none | effect interval |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r.interval} | {r.seconds:.2f} | {r.seconds / base:.2f} | "
+            + (
+                f"[{r.effect_low:.4f}, {r.effect_high:.4f}] |"
+                if np.isfinite(r.effect_low)
+                else "none |"
+            )
+            for r in cost.itertuples()
+        ]
+        lines.append("")
     (out / "README.md").write_text("\n".join(lines))
 
 
@@ -444,7 +512,11 @@ def main(argv=None):
             "refits": ("runs.csv", FIELDS, run_one),
             "folds10": ("folds10.csv", FIELDS10, run_folds10),
         }
-        for part in args.parts:
+        if "cost" in args.parts:
+            record = tools.RunRecord(__file__, argv, seeds="0 (data, fits, shifts)", part="cost")
+            run_cost().to_csv(args.out / "cost.csv", index=False)
+            record.finish(args.out)
+        for part in [p for p in args.parts if p in tables]:
             name, fields, func = tables[part]
             record = tools.RunRecord(
                 __file__, argv, seeds=f"{seeds}; pieces 0-{args.n - 1}", part=part
@@ -455,7 +527,8 @@ def main(argv=None):
     runs10 = tools.read_runs(args.out / "folds10.csv", FIELDS10)
     summary = summarize(runs, runs10)
     summary.to_csv(args.out / "summary.csv", index=False, float_format="%.5g")
-    readme(summary, runs, runs10, args.out)
+    cost = tools.read_runs(args.out / "cost.csv", COST_FIELDS)
+    readme(summary, runs, runs10, args.out, cost)
     print((args.out / "README.md").read_text())
 
 
