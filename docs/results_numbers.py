@@ -242,11 +242,22 @@ def sparse_members():
 def joint_step():
     """``studies/performance/joint_step.py``: the profiled joint stage at p > T."""
     text = _text("joint_step/README.md")
+    cost = {r["joint"]: float(r["seconds"]) for r in _rows("joint_step/test_cost.csv")}
     return {
         "joint_fit_ratio": _find("joint_step/README.md", r"\(time ratio ([\d.]+), load"),
         "joint_selection_ratio": re.search(
             r"default selection at \w+: time ratio ([\d.]+)", text
         ).group(1),
+        "joint_tol_default": _find(
+            "joint_step/README.md",
+            r"tol / 100, default joint stage: .*?statistics moved by up to ([\d.e+-]+)",
+        ),
+        "joint_tol_tight": _find(
+            "joint_step/README.md",
+            r"tol / 10000, profiled, tol / 100 joint stage: .*?"
+            r"statistics moved by up to ([\d.e+-]+)",
+        ),
+        "joint_tight_cost": f"{cost['profiled, tol / 100'] / cost['default']:.1f}",
     }
 
 
