@@ -42,6 +42,8 @@ __all__ = [
     "fitted_penalties",
     "test_modulation",
     "bootstrap_channels",
+    "fold_t_halfwidth",
+    "fold_t_intervals",
     "format_p_value",
     "heldout_effect",
     "result_sentence",
