@@ -56,11 +56,12 @@ they share the truth and differ in their noise:
 - ``trial``: ``mics.simulate_trials``, pieces of 64 trials of 20 samples, one
   gated channel, no stimulus-locked part, trial bootstrap, rank 2, one
   channel scored;
-- two departures from the model, otherwise as ``block``: ``calcium`` (source
-  and target observed through ``simulate``'s calcium model: softplus rates,
-  a 1 s indicator decay, noise; no oracle, as the truth describes the
-  latent rates) and ``shared`` (``shared_variability`` at its defaults and
-  AR(1) target noise of 0.5).
+- three departures from the model, otherwise as ``block``: ``calcium``
+  (source and target observed through ``simulate``'s calcium model:
+  softplus rates, a 1 s indicator decay, noise; no oracle, as the truth
+  describes the latent rates), ``shared`` (``shared_variability`` at its
+  defaults and AR(1) target noise of 0.5) and ``counts`` (source and target
+  observed as Poisson spike counts, :func:`spike_counts`; no oracle).
 
 Usage::
 
@@ -101,12 +102,17 @@ SEED0 = {
     "trial": 32_000,
     "calcium": 33_000,
     "shared": 34_000,
+    "counts": 35_000,
 }
 #: Departures from the model: gated like ``block``, observed otherwise.
 DEPARTURES = {
     "calcium": dict(calcium={}),
     "shared": dict(shared_variability={}, noise_autocorr=0.5),
 }
+#: The counts cell's spikes per bin where a neuron is at its mean activity.
+COUNT_RATE = 5.0
+#: Cells whose truth describes latent rates, not what is observed: no oracle gain.
+NO_ORACLE = ("calcium", "counts")
 #: Data sets per cell at most, the samples (or trials) of each.
 MAX_N, SAMPLES, TRIALS = 100, 800, 64
 KEY = ("cell", "seed")
@@ -146,7 +152,21 @@ def _recording(cell):
         n_channels=n_channels,
         random_state=rs,
     )
+    if cell == "counts":
+        X, Y = spike_counts(X, rs + 1), spike_counts(Y, rs + 2)
     return (X, Y, Z), None, truth
+
+
+def spike_counts(A, seed, mean_count=COUNT_RATE):
+    """Poisson counts whose rate is a softplus of each standardised column (per time bin).
+
+    ``rate = mean_count * log(1 + exp(a / sd)) / log(2)``: ``mean_count`` at
+    the column's mean, rectified below it, so the counts are sparse,
+    skewed and their variance grows with their mean, as binned spikes are.
+    """
+    rng = np.random.default_rng(seed)
+    rate = mean_count * np.logaddexp(0.0, A / A.std(axis=0)) / np.log(2.0)
+    return rng.poisson(rate).astype(float)
 
 
 def _data(cell, seed):
@@ -204,7 +224,7 @@ def run_one(cell, seed):
     last = draws[:, -1]
     row.update(cell=cell, seed=seed, estimate=float(gains[-1]))
     # Under calcium the truth describes latent rates, not the traces the gain is measured on.
-    row["oracle"] = np.nan if cell == "calcium" else oracle_gain(X, Y, Z, truth)
+    row["oracle"] = np.nan if cell in NO_ORACLE else oracle_gain(X, Y, Z, truth)
     row["n_ok"] = int(np.isfinite(last).sum())
     tail = (1 - CONFIDENCE) / 2
     for n in DRAW_COUNTS:
@@ -228,7 +248,7 @@ def run_folds10(cell, seed):
         cell=cell,
         seed=seed,
         estimate=float(gains[-1]),
-        oracle=np.nan if cell == "calcium" else oracle_gain(X, Y, Z, truth),
+        oracle=np.nan if cell in NO_ORACLE else oracle_gain(X, Y, Z, truth),
         fold_sd=float(d.std(ddof=1)),
         n_folds=d.size,
         seconds=round(time.perf_counter() - t0, 2),
@@ -346,6 +366,7 @@ CELL_WORDS = {
     "block_null": "block bootstrap, no gating (one channel scored)",
     "trial": "trial bootstrap, one gated channel (64 trials x 20 samples)",
     "calcium": "as block, observed through the calcium model (softplus, decay 1 s, noise)",
+    "counts": "as block, both populations observed as Poisson spike counts (softplus rates)",
     "shared": "as block, with shared variability (8 factors) and AR(1) noise (0.5)",
 }
 
