@@ -305,7 +305,7 @@ def effect_coverage():
         return f"{float(folds['mean_width']) / float(boot['mean_width']):.2f}"
 
     out = {"cov_n": cell[("block", "10", "folds", "0")]["n"]}
-    for name in ("block", "block_null", "trial", "calcium", "shared"):
+    for name in ("block", "block_null", "trial", "calcium", "shared", "counts"):
         key = name.replace("block_null", "null")
         out[f"cov_{key}_boot"] = covers(name, "percentile", "100")
         out[f"cov_{key}_folds"] = covers(name, "folds", "0")

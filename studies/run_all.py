@@ -145,7 +145,7 @@ STUDIES = (
     Study(
         "effect_coverage",
         "studies/validation/effect_coverage.py",
-        cost="1 h (appends to runs.csv, resumes)",
+        cost="1.2 h (appends to its tables, resumes)",
     ),
     Study("sparse_null", "studies/validation/sparse_null.py", cost="10 min"),
     Study("sparse_rrr", "studies/validation/sparse_rrr.py", cost="3 min"),
@@ -190,10 +190,11 @@ STUDIES = (
         "joint_step",
         "studies/performance/joint_step.py",
         runs=(
-            ("--parts", "fits", "selection", "tol", "tol-profiled"),
-            ("--parts", "semedo", "semedo-profiled"),
+            ("--parts", "fits", "selection", "tol", "tol-profiled", "tol-tight"),
+            ("--parts", "semedo", "semedo-profiled", "semedo-tight"),
+            ("--parts", "test-cost", "--repeats", "3"),
         ),
-        cost="30 min",
+        cost="40 min",
         needs=RECORDINGS,
         report=None,
     ),
