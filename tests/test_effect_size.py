@@ -225,6 +225,13 @@ def test_fold_interval_leaves_out_the_outlier_fold_as_the_estimate_does(monkeypa
     np.testing.assert_allclose(folds, (kept[0] - kept[1:]).T, rtol=1e-15)
     np.testing.assert_allclose(folds.mean(axis=0), gains, rtol=1e-12)  # mean = estimate
     np.testing.assert_array_equal(inference._cumulative_gains({"max_channels": 2}, None), gains)
+    # Both kinds of interval, by hand: 5 folds used of 6, so 1 / J + 1 / (6 - 1).
+    from scipy import stats
+
+    _, _, cumulative, per_channel = inference._fold_effect({"max_channels": 2}, None, 0.9)
+    for got, values in ((cumulative[1], kept[0] - kept[2]), (per_channel[1], kept[1] - kept[2])):
+        half = stats.t.ppf(0.95, 4) * values.std(ddof=1) * np.sqrt(1 / 5 + 1 / 5)
+        np.testing.assert_allclose(got, values.mean() + np.array([-half, half]), rtol=1e-12)
 
 
 def test_chunked_problems_get_the_fold_interval_where_the_bootstrap_gives_none():

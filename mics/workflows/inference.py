@@ -774,7 +774,7 @@ def _effect_of_selection(estimator, recorded, outcome, *, n_boot, confidence, in
         effect_size=float(gains[-1]),
         effect_interval=intervals[-1].copy(),
         effect_channels=k_eff,
-        channel_gains=np.diff(np.r_[0.0, gains]),
+        channel_gains=_per_channel(gains),
         channel_gain_intervals=gain_intervals,
         effect_draws=draws,
         effect_resampling=resampling,
@@ -784,14 +784,22 @@ def _effect_of_selection(estimator, recorded, outcome, *, n_boot, confidence, in
 
 def _step_intervals(draws, gains, intervals, confidence):
     """Per-channel intervals (channel ``k`` against ``k - 1``) from bootstrap draws of the sums."""
-    k = gains.size
     if not np.isfinite(intervals).all():
-        return np.full((k, 2), np.nan)
-    steps = np.diff(np.column_stack([np.zeros(len(draws)), draws]), axis=1)
+        return np.full((gains.size, 2), np.nan)
+    return _recentred(_per_channel(draws), _per_channel(gains), confidence)
+
+
+def _per_channel(cumulative):
+    """Each channel's own gain (``k`` against ``k - 1``) from cumulative gains (last axis)."""
+    return np.diff(cumulative, axis=-1, prepend=0.0)
+
+
+def _recentred(draws, centre, confidence):
+    """Percentile intervals of the finite rows of ``draws``, their median placed at ``centre``."""
+    ok = np.isfinite(draws).all(axis=1)
     tail = (1 - confidence) / 2
-    ok = np.isfinite(steps).all(axis=1)
-    q = np.quantile(steps[ok], [tail, 1 - tail], axis=0)
-    return (np.diff(np.r_[0.0, gains]) + q - np.median(steps[ok], axis=0)).T
+    q = np.quantile(draws[ok], [tail, 1 - tail], axis=0)  # (2, n_channels)
+    return (centre + q - np.median(draws[ok], axis=0)).T
 
 
 # ----------------------------------------------------------------------------- effect size
@@ -870,12 +878,11 @@ def _fold_effect(params, problem, confidence):
         Of each channel's own gain (channel ``k`` against ``k - 1``).
     """
     gains, folds, n_splits = _cumulative_gains(params, problem, per_fold=True)
-    steps = np.diff(np.column_stack([np.zeros(len(folds)), folds]), axis=1)
     return (
         gains,
         folds,
         fold_t_intervals(folds, gains, confidence, n_splits),
-        fold_t_intervals(steps, np.diff(np.r_[0.0, gains]), confidence, n_splits),
+        fold_t_intervals(_per_channel(folds), _per_channel(gains), confidence, n_splits),
     )
 
 
@@ -1056,9 +1063,7 @@ def _recentred_intervals(gains, draws, confidence, units):
     ok = np.isfinite(draws).all(axis=1)
     n_boot = len(draws)
     if ok.sum() >= max(2, n_boot / 2):
-        tail = (1 - confidence) / 2
-        q = np.quantile(draws[ok], [tail, 1 - tail], axis=0)  # (2, n_channels)
-        return (gains + q - np.median(draws[ok], axis=0)).T
+        return _recentred(draws, gains, confidence)
     warnings.warn(
         f"only {int(ok.sum())} of {n_boot} bootstrap draws had enough distinct "
         f"{'trials' if units else 'blocks'} for the estimator's folds: "
