@@ -9,10 +9,11 @@ and leave a whole fit where the direct solves leave it.
 
 import numpy as np
 import pytest
+from scipy import linalg
 
 import mics
 from mics.core import als
-from mics.core.linalg import WarmStartedSolves, solve_psd
+from mics.core.linalg import WarmStartedSolves, cho_solve, solve_psd
 
 from ._generate import make_mic_data
 
@@ -84,6 +85,22 @@ def test_small_and_singular_systems_are_solve_psd():
     g = H @ rng.standard_normal(60)
     np.testing.assert_allclose(solves.solve("a", H, g, np.zeros(60)), solve_psd(H, g), atol=1e-8)
     assert solves.counts == {"cg": 0, "factorised": 0}
+
+
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("columns", [None, 1, 3])
+def test_cho_solve_is_scipys_to_the_bit_and_solves_the_system(lower, columns):
+    # the check-free path must be the same LAPACK call, whatever the order of B
+    rng = np.random.default_rng(3)
+    H, _ = _system(rng, 40)
+    factor = linalg.cho_factor(H, lower=lower)
+    shape = (40,) if columns is None else (40, columns)
+    for B in (rng.standard_normal(shape), np.asfortranarray(rng.standard_normal(shape))):
+        X = cho_solve(factor, B)
+        np.testing.assert_array_equal(X, linalg.cho_solve(factor, B))
+        np.testing.assert_allclose(H @ X, B, rtol=1e-10, atol=1e-10)
+    column = rng.standard_normal((40, 3))[:, 1]  # a strided view, as the preconditioner passes
+    np.testing.assert_array_equal(cho_solve(factor, column), linalg.cho_solve(factor, column))
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from mics.core.linalg import (
     LazySystem,
     WarmStartedSolves,
     canonical_signs,
+    cho_solve,
     single_blas_thread,
     solve_psd,
 )
@@ -571,7 +572,7 @@ def profiled_source(op, alpha_B):
         A = Sxx_t + alpha_B * np.eye(op.p)
         factorised = True
         try:
-            solver = partial(linalg.cho_solve, linalg.cho_factor(A, check_finite=False))
+            solver = partial(cho_solve, linalg.cho_factor(A, check_finite=False))
         except linalg.LinAlgError:
             # singular (more neurons than samples, constant neurons): minimum norm
             solver, factorised = partial(np.dot, linalg.pinvh(A)), False

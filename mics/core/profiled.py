@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
-from mics.core.linalg import solve_psd
+from mics.core.linalg import cho_solve, solve_psd
 
 __all__ = ["BlockPreconditioner", "ProfiledLoss", "ProfiledPoint", "profiled_joint_stage"]
 
@@ -119,7 +119,7 @@ class ProfiledLoss:
     def __init__(self, op, rank, alpha_B, alpha_W, profile):
         self.op, self.rank, self.alpha_W = op, int(rank), alpha_W
         self.profile = profile
-        self.tr_yy = op.tr_yy - float(np.sum(op.Szy * profile.Szz_inv_Szy))  # ||~Y||^2
+        self.tr_yy = op.tr_yy - float((op.Szy * profile.Szz_inv_Szy).sum())  # ||~Y||^2
         self.n_evaluations = 0
 
     def __call__(self, A, C, gradient=True):
@@ -157,9 +157,9 @@ class ProfiledLoss:
         D = prof.Szz_inv_Szy - (prof.Szz_inv_Szx @ BV) @ V.T - Szz_inv_uz @ Bm.T
         loss = (
             self.tr_yy
-            - float(np.sum(uy.T * G_inv_uy))
-            - float(np.sum(evals))
-            + alpha_W * float(np.sum(A**2) + np.sum(C**2))
+            - float((uy.T * G_inv_uy).sum())
+            - float(evals.sum())
+            + alpha_W * float((A**2).sum() + (C**2).sum())
         )
         point = ProfiledPoint(loss, A, C, BV @ V.T, D, Bm, V, mom.H)
         if gradient:
@@ -221,14 +221,8 @@ class BlockPreconditioner:
     @staticmethod
     def _apply(factors, G):
         if len(factors) == 1 and G.shape[1] > 1:  # joint: channel-major unknowns
-            return (
-                linalg.cho_solve(factors[0], G.T.reshape(-1), check_finite=False)
-                .reshape(G.shape[1], -1)
-                .T
-            )
-        return np.column_stack(
-            [linalg.cho_solve(f, G[:, k], check_finite=False) for k, f in enumerate(factors)]
-        )
+            return cho_solve(factors[0], G.T.reshape(-1)).reshape(G.shape[1], -1).T
+        return np.column_stack([cho_solve(f, G[:, k]) for k, f in enumerate(factors)])
 
     def solve(self, gA, gC):
         """``P^-1`` applied to a gradient ``(gA, gC)``."""
@@ -240,13 +234,13 @@ def _two_loop(gA, gC, memory, precondition):
     qA, qC = gA.copy(), gC.copy()
     alphas = []
     for sA, sC, yA, yC, rho in reversed(memory):
-        a = rho * (np.sum(sA * qA) + np.sum(sC * qC))
+        a = rho * ((sA * qA).sum() + (sC * qC).sum())
         qA -= a * yA
         qC -= a * yC
         alphas.append(a)
     rA, rC = precondition(qA, qC)
     for (sA, sC, yA, yC, rho), a in zip(memory, reversed(alphas), strict=True):
-        beta = rho * (np.sum(yA * rA) + np.sum(yC * rC))
+        beta = rho * ((yA * rA).sum() + (yC * rC).sum())
         rA += (a - beta) * sA
         rC += (a - beta) * sC
     return -rA, -rC
@@ -266,7 +260,7 @@ def _line_search(loss, point, dA, dC, slope):
         trial = loss(point.A + t * dA, point.C + t * dC)
         change = trial.loss - point.loss
         if abs(change) <= _RESOLUTION * abs(point.loss):
-            change = t * (np.sum((point.gA + trial.gA) * dA) + np.sum((point.gC + trial.gC) * dC))
+            change = t * (((point.gA + trial.gA) * dA).sum() + ((point.gC + trial.gC) * dC).sum())
             change /= 2
         if change < 0 and change <= _ARMIJO * t * slope:
             return trial
@@ -311,12 +305,12 @@ def profiled_joint_stage(loss, A, C, max_iter, tol, joint_a, joint_c):
             precond, age = BlockPreconditioner(op, point.A, point.Bm, point.C, alpha_W,
                                                joint_a, joint_c), 0  # fmt: skip
         pA, pC = precond.solve(point.gA, point.gC)
-        decrement = (np.sum(point.gA * pA) + np.sum(point.gC * pC)) / 2
+        decrement = ((point.gA * pA).sum() + (point.gC * pC).sum()) / 2
         if decrement <= tol**2 * abs(point.loss):
             converged = True
             break
         dA, dC = _two_loop(point.gA, point.gC, memory, precond.solve)
-        slope = np.sum(point.gA * dA) + np.sum(point.gC * dC)
+        slope = (point.gA * dA).sum() + (point.gC * dC).sum()
         if not slope < 0:  # not a descent direction: the preconditioned gradient
             memory.clear()
             dA, dC, slope = -pA, -pC, -2 * decrement
@@ -333,7 +327,7 @@ def profiled_joint_stage(loss, A, C, max_iter, tol, joint_a, joint_c):
             break
         sA, sC = new.A - point.A, new.C - point.C
         yA, yC = new.gA - point.gA, new.gC - point.gC
-        sy = np.sum(sA * yA) + np.sum(sC * yC)
+        sy = (sA * yA).sum() + (sC * yC).sum()
         if sy > 0:  # curvature along the step (skipped otherwise: the update stays positive)
             memory.append((sA, sC, yA, yC, 1.0 / sy))
             del memory[:-_MEMORY]
