@@ -257,7 +257,12 @@ def joint_step():
             r"tol / 10000, profiled, tol / 100 joint stage: .*?"
             r"statistics moved by up to ([\d.e+-]+)",
         ),
+        "joint_tol_profiled": _find(
+            "joint_step/README.md",
+            r"tol / 100, profiled joint stage: .*?statistics moved by up to ([\d.e+-]+)",
+        ),
         "joint_tight_cost": f"{cost['profiled, tol / 100'] / cost['default']:.1f}",
+        "joint_profiled_cost": f"{cost['profiled'] / cost['default']:.1f}",
     }
 
 

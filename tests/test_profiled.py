@@ -202,3 +202,39 @@ def test_auto_profiles_where_the_source_outnumbers_the_samples():
     assert als.joint_method("profiled", op_wide, pen_wide["alpha_B"], group) == "alternate"
     with pytest.raises(ValueError, match="joint must be"):
         als.joint_method("newton", op, pen["alpha_B"])
+
+
+def test_mics_joint_reaches_the_final_fit_and_every_fold_fit(monkeypatch):
+    # MICs(joint=...) must choose the method of every MIC fit it runs, the
+    # selection's fold fits included, not only the final one
+    X, Y, Z, _ = make_mic_data(T=300, p=12, q=8, m=3, r=2, K=2, seed=4)
+    original, seen = als.fit_mic_model, []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("joint", "auto"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(als, "fit_mic_model", spy)
+    for name in ("mics.model.fit", "mics.model.selection", "mics.model.warm_path"):
+        module = __import__(name, fromlist=["_"])
+        if getattr(module, "fit_mic_model", None) is original:
+            monkeypatch.setattr(module, "fit_mic_model", spy)
+    est = mics.MICs(joint="profiled", cv=3, max_rank=2, max_channels=2, random_state=0, verbose=0)
+    est.fit(X, Y, Z)
+    assert len(seen) > 3 and set(seen) == {"profiled"}, seen
+
+
+def test_mics_profiled_fit_is_no_worse_than_the_alternation():
+    # p < T: "auto" alternates, "profiled" reaches at least the same optimum
+    X, Y, Z, _ = make_mic_data(T=300, p=12, q=8, m=3, r=2, K=2, seed=5)
+    fits = {
+        joint: mics.MICs(rank=2, n_channels=2, joint=joint, random_state=0, verbose=0).fit(X, Y, Z)
+        for joint in ("auto", "alternate", "profiled")
+    }
+    np.testing.assert_array_equal(fits["auto"].loss_history_, fits["alternate"].loss_history_)
+    profiled, alternate = fits["profiled"].loss_history_, fits["alternate"].loss_history_
+    assert not np.array_equal(profiled, alternate)  # a different method ran
+    assert profiled[-1] <= alternate[-1] * (1 + 1e-9)
+    np.testing.assert_allclose(profiled[-1], alternate[-1], rtol=1e-5)
+    with pytest.raises(ValueError, match="joint must be"):
+        mics.MICs(joint="newton").fit(X, Y, Z)

@@ -98,6 +98,17 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
     tol : float, default=1e-7
         Relative loss decrease that ends a stage (a change of less than
         ``tol`` of the residual variance). Fold fits use ``max(tol, 1e-6)``.
+    joint : {"auto", "alternate", "profiled"}, default="auto"
+        How every fit's joint stage (baseline and channels together) is
+        minimised: "alternate" moves the baseline and the channels in turn;
+        "profiled" eliminates the baseline and target patterns and moves the
+        source and modulator patterns by L-BFGS to a first-order stopping
+        point (:mod:`mics.core.profiled`); "auto" profiles where the source
+        has at least as many coordinates as samples, where the alternation
+        crawls. Where an alternation stops moves the statistics with
+        ``tol``; "profiled" moves them far less, at a cost in time
+        (``docs/guide/many_neurons.md``, "Where a fit stops"). Sparse fits
+        always alternate.
     cv : int or splitter, default=10
         Folds for selection; an int means contiguous blocks (of whole trials
         when ``fit`` gets ``groups`` or a labelled input has a ``trial``
@@ -277,6 +288,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         n_init=3,
         max_iter=200,
         tol=1e-7,
+        joint="auto",
         cv=10,
         max_rank=10,
         max_channels=4,
@@ -300,6 +312,7 @@ class MICs(CommunicationSubspaceMixin, BaseEstimator):
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
+        self.joint = joint
         self.cv = cv
         self.max_rank = max_rank
         self.max_channels = max_channels

@@ -88,6 +88,9 @@ def check_params(params, p, q, m):
     tol = params.tol
     if not isinstance(tol, numbers.Real) or isinstance(tol, bool) or not 0 <= tol < np.inf:
         raise ValueError(f"tol must be a non-negative finite number, got {tol!r}.")
+    joint = getattr(params, "joint", "auto")
+    if joint not in ("auto", "alternate", "profiled"):
+        raise ValueError(f"joint must be 'auto', 'alternate' or 'profiled', got {joint!r}.")
     # "cv" or candidates (a grid only where folds choose it: mics.model.sparsity_path)
     check_sparsity(
         getattr(params, "sparsity", 0.0), getattr(params, "sparse_on", "all"), choose=selecting
@@ -425,6 +428,7 @@ def _fit_all_samples(settings, standard, rank, n_channels, rng):
         n_init=settings.n_init,
         max_iter=settings.max_iter,
         tol=settings.tol,
+        joint=settings.joint,
         random_state=rng.randint(np.iinfo(np.int32).max),
     )
     return fit, cm

@@ -334,6 +334,7 @@ def _channel_path(settings, op, rank, candidates, pen, seed, previous=None):
                 n_init=min(settings.n_init, _CV_N_INIT),
                 max_iter=settings.max_iter,
                 tol=max(settings.tol, CV_TOL),
+                joint=settings.joint,
                 random_state=seed,
                 warm_start=previous,
             )

@@ -43,6 +43,7 @@ class FitSettings:
     n_init: int
     max_iter: int
     tol: float
+    joint: str
     cv: Any
     max_rank: int
     max_channels: int

@@ -108,6 +108,7 @@ def _fold_path(settings, total, fold, data, rank, n_channels, grid, penalise, re
                 n_init=0,
                 max_iter=settings.max_iter,
                 tol=max(settings.tol, CV_TOL),
+                joint=settings.joint,
                 random_state=0,  # unused without restarts: the path draws nothing
                 warm_start=previous,
                 dense_start=dense,
