@@ -28,9 +28,7 @@ def test_import_linter_contracts_are_kept():
     exe = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
     if not Path(exe).exists():
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
-    out = subprocess.run(
-        [exe], cwd=PACKAGE.parent, capture_output=True, text=True, timeout=300
-    )
+    out = subprocess.run([exe], cwd=PACKAGE.parent, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 broken" in out.stdout
 

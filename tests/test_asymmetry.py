@@ -196,9 +196,7 @@ def test_recovers_the_planted_side():
         low, high = res.difference_interval.values
         significant += int(sign * low > 0 and sign * high > 0 and float(res.p_value) < 0.05)
         assert_allclose(res.fraction.sum(), 1.0, atol=1e-9)
-        assert_allclose(
-            float(res.difference_observed), float(model.decompose().total_asymmetry)
-        )
+        assert_allclose(float(res.difference_observed), float(model.decompose().total_asymmetry))
     assert hits >= 9, f"planted side recovered in {hits}/10"
     assert significant >= 9, f"interval on the planted side in {significant}/10"
 
@@ -231,9 +229,7 @@ def test_equal_reconfiguration_is_not_called_asymmetric():
             res = mics.asymmetry(
                 model, X, Y, Z, n_boot=16, confidence=0.9, verbose=0, random_state=seed
             )
-        assert_allclose(
-            float(model.decompose().total_asymmetry), float(res.difference_observed)
-        )
+        assert_allclose(float(model.decompose().total_asymmetry), float(res.difference_observed))
         rejections += int(float(res.p_value) < 0.1)
     assert stats.binom.sf(4, n, 0.1) < 0.002
     assert rejections <= 4, f"{rejections}/{n} rejections of a true null at 10%"
@@ -321,9 +317,7 @@ def test_plot_asymmetry(source_side):
     fitted = [line for line in left.get_lines() if line.get_label() == "fitted"]
     assert fitted and np.allclose(fitted[0].get_ydata(), res.fraction_observed.values)
     # the margin line of target stability, and both p-values in the title
-    assert any(
-        np.allclose(line.get_xdata(), res.attrs["margin"]) for line in right.get_lines()
-    )
+    assert any(np.allclose(line.get_xdata(), res.attrs["margin"]) for line in right.get_lines())
     assert "asymmetry p" in right.get_title() and "stable p" in right.get_title()
     with pytest.raises(ValueError, match="mics.asymmetry"):
         mics.plotting.plot_asymmetry(source_side[0].decompose())

@@ -151,6 +151,7 @@ def test_readme_first_fit_prints_what_it_computes():
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"## A first fit\s+```python\n(.*?)```", readme, re.S).group(1)
     tree = ast.parse(block)
+
     def printed(node):
         return isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "print"
 

@@ -312,9 +312,7 @@ def entry_points(data, fitted):
         return bootstrap_channels(fitted, X, Y, Z, n_boot=2, verbose=0)
 
     return {
-        "MICs.fit": lambda X, Y, Z: MICs(max_rank=1, max_channels=1, cv=3, verbose=0).fit(
-            X, Y, Z
-        ),
+        "MICs.fit": lambda X, Y, Z: MICs(max_rank=1, max_channels=1, cv=3, verbose=0).fit(X, Y, Z),
         "MICs(1, 1).fit": lambda X, Y, Z: MICs(1, 1, verbose=0).fit(X, Y, Z),
         "MICs.predict": lambda X, Y, Z: fitted.predict(X, Z),
         "MICs.score": lambda X, Y, Z: fitted.score(X, Y, Z),
