@@ -101,10 +101,11 @@ def solve_psd(A, B):
 def cho_solve(factor, B):
     """``scipy.linalg.cho_solve(factor, B)`` without its argument checks.
 
-    The same LAPACK ``potrs`` call. scipy's checks (finiteness of the factor
-    and of ``B``, by default) cost more than the solve itself where a solver
-    applies one factor many times: 1.6 of 3.6 ms per solve of order 2000,
-    most of a small preconditioner's solve. Factors come from
+    The same LAPACK ``potrs`` call, so the same bits. scipy's checks (by
+    default the finiteness of the factor and of ``B``) are a pass over the
+    whole factor per call: as much as the solve itself where a solver applies
+    one factor many times (the profiled stage's source solve and its
+    preconditioner, the warm-started solves). Factors come from
     ``cho_factor`` on validated inputs.
 
     Parameters
