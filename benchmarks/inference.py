@@ -38,7 +38,19 @@ class ModulationTest:
         _test(self.X, self.Y, self.Z, n_permutations=1, n_jobs=1)
 
 
-class EffectInterval:
+class _ReadmeTest:
+    """The README's test data (``mics.simulate(n_samples=2000)``), 1 to 3 samples of a few s."""
+
+    rounds = 1
+    repeat = (1, 3, 20.0)
+    timeout = 300
+
+    def setup(self, *params):
+        warm_up()
+        self.X, self.Y, self.Z = mics.simulate(n_samples=2000, random_state=0)[:3]
+
+
+class EffectInterval(_ReadmeTest):
     """What the effect size's interval adds to a test (issue 47, item 4: at most 1.3x).
 
     ``test_modulation(MICs(), X, Y, Z, n_permutations=19)`` at T = 2000
@@ -51,20 +63,13 @@ class EffectInterval:
 
     params = [["none", "default", "bootstrap"]]
     param_names = ["interval"]
-    rounds = 1
-    repeat = (1, 3, 20.0)
-    timeout = 300
-
-    def setup(self, interval):
-        warm_up()
-        self.X, self.Y, self.Z = mics.simulate(n_samples=2000, random_state=0)[:3]
 
     def time_test(self, interval):
         options = {"none": dict(n_boot=0), "default": {}, "bootstrap": dict(interval="bootstrap")}
         _test(self.X, self.Y, self.Z, n_permutations=19, **options[interval])
 
 
-class JointStage:
+class JointStage(_ReadmeTest):
     """The README's test with the joint stage alternated or profiled (``MICs(joint=...)``).
 
     ``test_modulation(MICs(joint=...), X, Y, Z, n_permutations=19)`` at
@@ -76,13 +81,6 @@ class JointStage:
 
     params = [["auto", "profiled"]]
     param_names = ["joint"]
-    rounds = 1
-    repeat = (1, 3, 20.0)
-    timeout = 300
-
-    def setup(self, joint):
-        warm_up()
-        self.X, self.Y, self.Z = mics.simulate(n_samples=2000, random_state=0)[:3]
 
     def time_test(self, joint):
         est = mics.MICs(random_state=0, verbose=0)
