@@ -48,6 +48,7 @@ __all__ = [
     "cp_tensor",
     "penalties",
     "joint_method",
+    "check_joint",
 ]
 
 # Sweeps each start runs before the best one is continued to convergence.
@@ -1019,6 +1020,13 @@ def canonical_channels(A, Bm, C):
 PROFILED_MIN_RATIO = 1.0
 
 
+def check_joint(joint):
+    """``joint`` if it names a joint-stage method ("auto", "alternate", "profiled"), else raise."""
+    if joint not in ("auto", "alternate", "profiled"):
+        raise ValueError(f"joint must be 'auto', 'alternate' or 'profiled', got {joint!r}.")
+    return joint
+
+
 def joint_method(joint, op, alpha_B, group_penalty=None):
     """The joint stage's method for ``joint`` on ``op``: "alternate" or "profiled".
 
@@ -1040,9 +1048,7 @@ def joint_method(joint, op, alpha_B, group_penalty=None):
     -------
     str
     """
-    if joint not in ("auto", "alternate", "profiled"):
-        raise ValueError(f"joint must be 'auto', 'alternate' or 'profiled', got {joint!r}.")
-    if group_penalty is not None or joint == "alternate":
+    if group_penalty is not None or check_joint(joint) == "alternate":
         return "alternate"
     if joint == "auto" and op.p < PROFILED_MIN_RATIO * op.n:
         return "alternate"

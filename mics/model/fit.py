@@ -15,7 +15,14 @@ from types import SimpleNamespace
 import numpy as np
 from sklearn.utils import check_random_state
 
-from mics.core.als import DataOperator, MICFit, MomentOperator, fit_mic_model, penalties
+from mics.core.als import (
+    DataOperator,
+    MICFit,
+    MomentOperator,
+    check_joint,
+    fit_mic_model,
+    penalties,
+)
 from mics.core.linalg import single_blas_thread
 from mics.core.scales import InputScales, restore_fit
 from mics.core.sparse import sparse_settings
@@ -88,9 +95,7 @@ def check_params(params, p, q, m):
     tol = params.tol
     if not isinstance(tol, numbers.Real) or isinstance(tol, bool) or not 0 <= tol < np.inf:
         raise ValueError(f"tol must be a non-negative finite number, got {tol!r}.")
-    joint = getattr(params, "joint", "auto")
-    if joint not in ("auto", "alternate", "profiled"):
-        raise ValueError(f"joint must be 'auto', 'alternate' or 'profiled', got {joint!r}.")
+    check_joint(getattr(params, "joint", "auto"))  # before any pass over the data
     # "cv" or candidates (a grid only where folds choose it: mics.model.sparsity_path)
     check_sparsity(
         getattr(params, "sparsity", 0.0), getattr(params, "sparse_on", "all"), choose=selecting
